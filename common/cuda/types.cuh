@@ -1,0 +1,29 @@
+// Element types of activations and their conversions. Kernels are templates on the element
+// type T and compute in float: load with to_float, store with from_float<T>.
+#pragma once
+#include <cuda_bf16.h>
+#include <library_types.h>
+
+namespace gpt {
+
+using bf16 = __nv_bfloat16;
+
+__host__ __device__ inline float to_float(float x) { return x; }
+__host__ __device__ inline float to_float(bf16 x) { return __bfloat162float(x); }
+
+template <class T>
+__host__ __device__ inline T from_float(float x);
+template <>
+__host__ __device__ inline float from_float<float>(float x) { return x; }
+template <>
+__host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }  // round to nearest
+
+// The cuBLAS name of each type.
+template <class T>
+constexpr cudaDataType_t cuda_type();
+template <>
+constexpr cudaDataType_t cuda_type<float>() { return CUDA_R_32F; }
+template <>
+constexpr cudaDataType_t cuda_type<bf16>() { return CUDA_R_16BF; }
+
+}  // namespace gpt

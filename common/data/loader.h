@@ -1,0 +1,39 @@
+// Deterministic B x T batch loader over a list of shards, in the order of docs/formats.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+struct Batch {
+    std::vector<int> inputs;   // B*T token ids, row-major
+    std::vector<int> targets;  // inputs shifted by one
+};
+
+class DataLoader {
+  public:
+    // Validates every shard's header and size up front (room for one batch of B*T*world + 1
+    // tokens), and each shard's token ids (< vocab_size) when it is loaded; throws gpt::Error
+    // naming the bad shard.
+    DataLoader(std::vector<std::string> shard_paths, int B, int T, int rank, int world,
+               int vocab_size);
+
+    Batch next();
+    void reset();
+    int64_t total_tokens() const { return total_tokens_; }
+    int B() const { return B_; }
+    int T() const { return T_; }
+
+  private:
+    void load_shard(size_t index);
+
+    std::vector<std::string> paths_;
+    int B_, T_, rank_, world_, vocab_size_;
+    size_t shard_ = 0;
+    int64_t pos_ = 0;
+    int64_t total_tokens_ = 0;
+    std::vector<uint16_t> tokens_;  // the current shard
+};
+
+}  // namespace gpt

@@ -1,0 +1,164 @@
+// Token shards in the llm.c format (docs/formats.md, "Token shards").
+//
+// A shard is a 1024-byte header of 256 int32 (magic, version, token count, zeros) followed by
+// the tokens as uint16. Both the header and the tokens are little-endian; we read and write
+// them with plain memory copies, which is right on every little-endian host (x86-64, ARM64,
+// every machine with a CUDA GPU).
+#include "data/shard.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "util/error.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+
+namespace {
+
+constexpr int64_t kHeaderBytes = kShardHeaderInts * sizeof(int32_t);  // 1024
+
+// What the header promises, after every check that needs only the header and the file size.
+struct ShardInfo {
+    int64_t tokens = 0;
+};
+
+std::string describe_version(int32_t version) {
+    // llm.c writes version 1 for GPT-2 (uint16 tokens) and version 7 for Llama-3 (uint32
+    // tokens). Anything else is not a format we know; say so rather than guess a width.
+    if (version == 7)
+        return "version 7: tokens are not uint16 (llm.c's 32-bit Llama-3 format); "
+               "only version 1 shards (uint16 GPT-2 tokens) are supported";
+    return "version " + std::to_string(version) +
+           ": tokens are not uint16 (unknown format); only version 1 shards (uint16 GPT-2 "
+           "tokens) are supported";
+}
+
+// Opens PATH, reads and checks its header against the file size. Leaves `in` positioned at
+// the first token.
+ShardInfo open_and_check(const std::string& path, std::ifstream& in) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(path, ec);
+    if (!fs::exists(status)) throw Error("shard " + path + ": file not found");
+    if (fs::is_directory(status)) throw Error("shard " + path + ": is a directory, not a shard file");
+
+    in.open(path, std::ios::binary);
+    if (!in) throw Error("shard " + path + ": cannot open (" + std::strerror(errno) + ")");
+
+    const uintmax_t file_bytes = fs::file_size(path, ec);
+    if (ec) throw Error("shard " + path + ": cannot read its size (" + ec.message() + ")");
+    if (file_bytes < static_cast<uintmax_t>(kHeaderBytes))
+        throw Error("shard " + path + ": truncated: " + std::to_string(file_bytes) +
+                    " bytes, fewer than the " + std::to_string(kHeaderBytes) + "-byte header");
+
+    int32_t header[kShardHeaderInts];
+    if (!in.read(reinterpret_cast<char*>(header), sizeof(header)))
+        throw Error("shard " + path + ": cannot read the header");
+
+    if (header[0] != kShardMagic)
+        throw Error("shard " + path + ": bad magic " + std::to_string(header[0]) + " (expected " +
+                    std::to_string(kShardMagic) + "); not an llm.c token shard");
+    if (header[1] != kShardVersion) throw Error("shard " + path + ": " + describe_version(header[1]));
+    if (header[2] < 0)
+        throw Error("shard " + path + ": negative token count " + std::to_string(header[2]) +
+                    " in the header");
+
+    // The size check catches both an interrupted copy (too short) and a file whose header
+    // lies about its length (too long), before we trust the count.
+    ShardInfo info;
+    info.tokens = header[2];
+    const uintmax_t expected = static_cast<uintmax_t>(kHeaderBytes + 2 * info.tokens);
+    if (file_bytes != expected) {
+        const char* what = file_bytes < expected ? "truncated" : "size mismatch";
+        throw Error("shard " + path + ": " + what + ": the header says " +
+                    std::to_string(info.tokens) + " tokens, so " + std::to_string(expected) +
+                    " bytes are expected (1024 + 2 per token), but the file has " +
+                    std::to_string(file_bytes));
+    }
+    return info;
+}
+
+}  // namespace
+
+std::vector<uint16_t> read_shard(const std::string& path) {
+    std::ifstream in;
+    const ShardInfo info = open_and_check(path, in);
+    std::vector<uint16_t> tokens(static_cast<size_t>(info.tokens));
+    if (!tokens.empty() &&
+        !in.read(reinterpret_cast<char*>(tokens.data()), tokens.size() * sizeof(uint16_t)))
+        throw Error("shard " + path + ": truncated while reading " + std::to_string(info.tokens) +
+                    " tokens");
+    return tokens;
+}
+
+int64_t shard_token_count(const std::string& path) {
+    std::ifstream in;
+    return open_and_check(path, in).tokens;
+}
+
+void write_shard(const std::string& path, const std::vector<int>& tokens) {
+    if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        throw Error("shard " + path + ": " + std::to_string(tokens.size()) +
+                    " tokens do not fit in one shard (the header count is an int32)");
+
+    std::vector<uint16_t> packed(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || tokens[i] > std::numeric_limits<uint16_t>::max())
+            throw Error("shard " + path + ": token " + std::to_string(tokens[i]) + " at index " +
+                        std::to_string(i) + " does not fit in uint16");
+        packed[i] = static_cast<uint16_t>(tokens[i]);
+    }
+
+    int32_t header[kShardHeaderInts] = {};
+    header[0] = kShardMagic;
+    header[1] = kShardVersion;
+    header[2] = static_cast<int32_t>(tokens.size());
+
+    // Write to a temporary name and rename: an interrupted run leaves PATH.tmp behind, never
+    // a PATH that looks like a shard but is cut short.
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw Error("shard " + path + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
+        out.write(reinterpret_cast<const char*>(header), sizeof(header));
+        out.write(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(uint16_t));
+        out.flush();
+        if (!out) throw Error("shard " + path + ": error while writing " + tmp + " (disk full?)");
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) throw Error("shard " + path + ": cannot rename " + tmp + " to it (" + ec.message() + ")");
+}
+
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
+    std::error_code ec;
+    const fs::file_status status = fs::status(dir, ec);
+    if (!fs::exists(status)) throw Error("data directory " + dir + " does not exist");
+    if (!fs::is_directory(status)) throw Error("data directory " + dir + " is not a directory");
+
+    // The llm.c naming: NAME_train_000000.bin, NAME_val_000000.bin, ...
+    const std::string infix = "_" + split + "_";
+    const std::string suffix = ".bin";
+    std::vector<std::string> found;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.size() < infix.size() + suffix.size()) continue;
+        if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+        if (name.find(infix) == std::string::npos) continue;
+        std::error_code file_ec;
+        if (!entry.is_regular_file(file_ec)) continue;  // follows symlinks; skips folders
+        found.push_back(entry.path().string());
+    }
+    if (ec) throw Error("data directory " + dir + ": cannot list it (" + ec.message() + ")");
+    if (found.empty()) throw Error("no *" + infix + "*.bin shards in " + dir);
+    // Lexicographic order is the contract: numbered shards are read 000000, 000001, ...
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+}  // namespace gpt

@@ -1,0 +1,26 @@
+// Token shards in the llm.c format (docs/formats.md): 256 int32 header, then uint16 tokens.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpt {
+
+constexpr int kShardMagic = 20240520;
+constexpr int kShardVersion = 1;  // uint16 tokens
+constexpr int kShardHeaderInts = 256;
+
+// Reads a whole shard; throws gpt::Error naming the file if it is missing, has a bad magic,
+// an unsupported version (token width), or a size that does not match its token count.
+std::vector<uint16_t> read_shard(const std::string& path);
+
+// Token count from the header, after the same checks as read_shard (without reading tokens).
+int64_t shard_token_count(const std::string& path);
+
+// Writes atomically (PATH.tmp, then rename). Throws if a token does not fit in uint16.
+void write_shard(const std::string& path, const std::vector<int>& tokens);
+
+// Sorted list of DIR/*_{split}_*.bin ("train" or "val"); throws if DIR is missing or holds none.
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
+
+}  // namespace gpt

@@ -1,0 +1,625 @@
+// GPT-2's byte-level BPE tokenizer, written to give exactly the ids of tiktoken's `gpt2`
+// encoding (we test against js-tiktoken on the Brown corpus and on an edge-case text).
+//
+// Encoding happens in two steps:
+//   1. Pre-tokenization splits the text into pieces with GPT-2's regular expression
+//        '(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      (contractions, words with their leading space, numbers, punctuation runs, white
+//      space; js-tiktoken spells the first part 's|'t|'re|'ve|'m|'ll|'d, the same thing).
+//      No token ever crosses a piece boundary.
+//   2. Each piece, as UTF-8 bytes, starts as one token per byte; then the adjacent pair with
+//      the lowest merge rank (earliest line of vocab.bpe) is merged, again and again, until
+//      no adjacent pair is in the merge list.
+//
+// Both files store tokens as printable text: GPT-2 maps every byte to a visible character
+// (the space byte becomes 'Ġ', newline 'Ċ', ...) so that the files stay readable. We turn
+// them back into raw bytes at load time and work on bytes from then on.
+#include "data/tokenizer.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <queue>
+#include <sstream>
+
+#include "util/error.h"
+
+namespace gpt {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+std::string read_file(const std::string& path) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) throw Error("tokenizer file " + path + ": not found");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error("tokenizer file " + path + ": cannot open (" + std::strerror(errno) + ")");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in.bad()) throw Error("tokenizer file " + path + ": read error");
+    return ss.str();
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// Text for an error message: in quotes, control characters escaped, so it stays one line.
+std::string in_quotes(std::string_view text) {
+    std::string out = "\"";
+    for (const char ch : text) {
+        const unsigned char c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20 || c == 0x7F) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out + "\"";
+}
+
+// ---------------------------------------------------------------------------------------
+// UTF-8 decoding and character classes
+
+struct CodePointRange {
+    char32_t first, last;
+};
+#include "unicode_tables.inc"  // kLetterRanges, kNumberRanges, kSpaceRanges
+
+enum class CharClass : uint8_t { kLetter, kNumber, kSpace, kOther };
+
+template <size_t N>
+bool in_ranges(const CodePointRange (&ranges)[N], char32_t cp) {
+    // The first range whose end is >= cp is the only one that can hold cp.
+    const CodePointRange* it = std::lower_bound(
+        ranges, ranges + N, cp, [](const CodePointRange& r, char32_t c) { return r.last < c; });
+    return it != ranges + N && it->first <= cp;
+}
+
+// Most text is ASCII, where the classes are simple; the tables agree with these rules.
+CharClass ascii_class(unsigned char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return CharClass::kLetter;
+    if (c >= '0' && c <= '9') return CharClass::kNumber;
+    if (c == ' ' || (c >= '\t' && c <= '\r')) return CharClass::kSpace;  // \t \n \v \f \r
+    return CharClass::kOther;
+}
+
+CharClass classify(char32_t cp) {
+    if (cp < 0x80) return ascii_class(static_cast<unsigned char>(cp));
+    if (in_ranges(kLetterRanges, cp)) return CharClass::kLetter;
+    if (in_ranges(kNumberRanges, cp)) return CharClass::kNumber;
+    if (in_ranges(kSpaceRanges, cp)) return CharClass::kSpace;
+    return CharClass::kOther;
+}
+
+struct Char {
+    char32_t cp;  // the code point; U+FFFD for a byte that is not valid UTF-8
+    int len;      // its length in bytes (1 for an invalid byte)
+    CharClass cls;
+};
+
+bool is_cont(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// Decodes the character starting at byte `pos` (< s.size()). Only well-formed UTF-8 is
+// accepted (the Unicode standard's table 3-7: no overlong forms, no surrogates, nothing
+// above U+10FFFF). Any other byte is read as one character on its own, of class "other",
+// as if it were U+FFFD, the replacement character that a JavaScript or Python reader puts in
+// its place. So a malformed byte never crashes anything, splits the text the way js-tiktoken
+// would split the same file, and is still encoded as itself, so decode(encode(x)) == x for
+// any bytes x. (js-tiktoken itself would encode U+FFFD's three bytes instead.)
+Char char_at(std::string_view s, size_t pos) {
+    const auto byte = [&](size_t i) -> unsigned char {
+        return i < s.size() ? static_cast<unsigned char>(s[i]) : 0;
+    };
+    const unsigned char b0 = byte(pos);
+    if (b0 < 0x80) return {b0, 1, ascii_class(b0)};
+
+    int len = 0;
+    char32_t cp = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        len = 2, cp = b0 & 0x1F;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        len = 3, cp = b0 & 0x0F;
+        if (b0 == 0xE0) lo = 0xA0;  // else overlong
+        if (b0 == 0xED) hi = 0x9F;  // else a surrogate
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        len = 4, cp = b0 & 0x07;
+        if (b0 == 0xF0) lo = 0x90;  // else overlong
+        if (b0 == 0xF4) hi = 0x8F;  // else above U+10FFFF
+    }
+    const Char invalid{0xFFFD, 1, CharClass::kOther};
+    if (len == 0) return invalid;
+    const unsigned char b1 = byte(pos + 1);
+    if (b1 < lo || b1 > hi) return invalid;
+    cp = (cp << 6) | (b1 & 0x3F);
+    for (int i = 2; i < len; ++i) {
+        const unsigned char b = byte(pos + i);
+        if (!is_cont(b)) return invalid;
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    return {cp, len, classify(cp)};
+}
+
+// ---------------------------------------------------------------------------------------
+// Pre-tokenization: the regular expression above, by hand.
+//
+// The alternatives are tried in order at each position, as a backtracking regex engine
+// does. Since the classes L, N, \s and "other" do not overlap, at most one of the middle
+// three alternatives can match, and we can tell which by looking at one or two characters.
+//
+// \s is JavaScript's: js-tiktoken runs the pattern with the JavaScript engine. tiktoken
+// proper (Rust) uses Unicode's White_Space property instead, which differs in two code
+// points: U+0085 (NEXT LINE) is white space for Rust, not for JavaScript; U+FEFF (BYTE ORDER
+// MARK / zero-width no-break space) is white space for JavaScript, not for Rust. The two can
+// also disagree about letters and numbers added in a newer Unicode version than the other's.
+
+// Returns the end (byte offset) of the piece that starts at `pos` (< s.size()).
+size_t piece_end(std::string_view s, size_t pos) {
+    const size_t n = s.size();
+    const Char c = char_at(s, pos);
+
+    // 's 't 're 've 'm 'll 'd (lower case only, and also inside a word: "it'sx" -> 's x).
+    if (c.cp == '\'' && pos + 1 < n) {
+        const char a = s[pos + 1];
+        if (a == 's' || a == 't' || a == 'm' || a == 'd') return pos + 2;
+        if (pos + 2 < n) {
+            const char b = s[pos + 2];
+            if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))
+                return pos + 3;
+        }
+    }
+
+    // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": an optional ASCII space (only U+0020),
+    // then a run of one class. A space followed by white space (or by nothing) falls through.
+    size_t run_start = pos;
+    CharClass run_class = c.cls;
+    if (c.cp == ' ' && pos + 1 < n) {
+        const Char next = char_at(s, pos + 1);
+        if (next.cls != CharClass::kSpace) run_start = pos + 1, run_class = next.cls;
+    }
+    if (run_class != CharClass::kSpace) {
+        size_t end = run_start;
+        while (end < n) {
+            const Char d = char_at(s, end);
+            if (d.cls != run_class) break;
+            end += d.len;
+        }
+        return end;
+    }
+
+    // White space. "\s+(?!\S)" takes the run but gives back its last character when a
+    // non-space follows, so that " word" keeps its space; a single white-space character
+    // before a non-space is matched by the final "\s+" alone.
+    size_t end = pos, last = pos;
+    int count = 0;
+    while (end < n) {
+        const Char d = char_at(s, end);
+        if (d.cls != CharClass::kSpace) break;
+        last = end;
+        end += d.len;
+        ++count;
+    }
+    if (end < n && count >= 2) return last;
+    return end;
+}
+
+// ---------------------------------------------------------------------------------------
+// GPT-2's byte <-> printable-character mapping (bytes_to_unicode() in OpenAI's encoder.py).
+// The printable bytes '!'..'~', '¡'..'¬', '®'..'ÿ' stand for themselves (as code points);
+// the other 68 bytes, in increasing order, become U+0100, U+0101, ... U+0143.
+struct ByteAlphabet {
+    int byte_of[0x144];  // code point -> byte, or -1
+    ByteAlphabet() {
+        std::fill(std::begin(byte_of), std::end(byte_of), -1);
+        int next = 0x100;
+        for (int b = 0; b < 256; ++b) {
+            const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+            byte_of[printable ? b : next++] = b;
+        }
+    }
+};
+
+const ByteAlphabet& alphabet() {
+    static const ByteAlphabet table;
+    return table;
+}
+
+// Turns a token as written in the files (UTF-8 of mapped characters) into its raw bytes.
+// Returns false if some character is not in the alphabet (invalid UTF-8 included: it
+// decodes as U+FFFD, which is not).
+bool unmap_token(std::string_view text, std::string& bytes) {
+    bytes.clear();
+    for (size_t i = 0; i < text.size();) {
+        const Char c = char_at(text, i);
+        if (c.cp >= 0x144 || alphabet().byte_of[c.cp] < 0) return false;
+        bytes += static_cast<char>(alphabet().byte_of[c.cp]);
+        i += c.len;
+    }
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// encoder.json: one flat JSON object {"token": id, ...}. A small hand-written reader for
+// exactly that shape (strings with all JSON escapes, integer values).
+class EncoderJsonReader {
+  public:
+    EncoderJsonReader(const std::string& path, std::string_view text) : path_(path), s_(text) {}
+
+    template <typename F>  // F(std::string key, long long value)
+    void for_each_entry(F&& f) {
+        skip_space();
+        expect('{');
+        skip_space();
+        if (peek() == '}') {
+            ++pos_;
+        } else {
+            while (true) {
+                skip_space();
+                std::string key = read_string();
+                skip_space();
+                expect(':');
+                skip_space();
+                const long long value = read_integer();
+                f(std::move(key), value);
+                skip_space();
+                if (peek() == ',') {
+                    ++pos_;
+                    continue;
+                }
+                expect('}');
+                break;
+            }
+        }
+        skip_space();
+        if (pos_ != s_.size()) fail("unexpected text after the closing '}'");
+    }
+
+    [[noreturn]] void fail(const std::string& what) const {
+        throw Error("tokenizer file " + path_ + ": malformed JSON at byte " + std::to_string(pos_) +
+                    ": " + what);
+    }
+
+  private:
+    char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
+
+    void skip_space() {
+        while (pos_ < s_.size() &&
+               (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+            ++pos_;
+    }
+
+    void expect(char c) {
+        if (pos_ >= s_.size()) fail(std::string("expected '") + c + "', found the end of the file");
+        if (s_[pos_] != c) fail(std::string("expected '") + c + "', found " + in_quotes(s_.substr(pos_, 1)));
+        ++pos_;
+    }
+
+    unsigned read_hex4() {
+        if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
+        unsigned v = 0;
+        for (int i = 0; i < 4; ++i) {
+            const char h = s_[pos_++];
+            v <<= 4;
+            if (h >= '0' && h <= '9') v |= h - '0';
+            else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
+            else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
+            else fail("bad hex digit in \\u escape");
+        }
+        return v;
+    }
+
+    std::string read_string() {
+        expect('"');
+        std::string out;
+        while (true) {
+            if (pos_ >= s_.size()) fail("unterminated string");
+            const char c = s_[pos_++];
+            if (c == '"') return out;
+            if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
+            if (c != '\\') {
+                out += c;
+                continue;
+            }
+            if (pos_ >= s_.size()) fail("unterminated escape");
+            const char e = s_[pos_++];
+            switch (e) {
+                case '"': out += '"'; break;
+                case '\\': out += '\\'; break;
+                case '/': out += '/'; break;
+                case 'b': out += '\b'; break;
+                case 'f': out += '\f'; break;
+                case 'n': out += '\n'; break;
+                case 'r': out += '\r'; break;
+                case 't': out += '\t'; break;
+                case 'u': {
+                    // Code points above U+FFFF are written as a surrogate pair \uD8xx\uDCxx.
+                    char32_t cp = read_hex4();
+                    if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
+                    if (cp >= 0xD800 && cp <= 0xDBFF) {
+                        if (s_.substr(pos_, 2) != "\\u") fail("high surrogate without its low half");
+                        pos_ += 2;
+                        const char32_t low = read_hex4();
+                        if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low half");
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    }
+                    append_utf8(out, cp);
+                    break;
+                }
+                default: fail("unknown escape character " + in_quotes(std::string(1, e)) + " after '\\'");
+            }
+        }
+    }
+
+    long long read_integer() {
+        const size_t start = pos_;
+        if (peek() == '-') ++pos_;
+        long long v = 0;
+        int digits = 0;
+        while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
+            if (++digits > 12) fail("number too large");
+            v = v * 10 + (s_[pos_++] - '0');
+        }
+        if (digits == 0) fail("expected an integer");
+        if (peek() == '.' || peek() == 'e' || peek() == 'E') fail("expected an integer");
+        return s_[start] == '-' ? -v : v;
+    }
+
+    std::string path_;
+    std::string_view s_;
+    size_t pos_ = 0;
+};
+
+const char kEndOfTextText[] = "<|endoftext|>";
+
+// Caching every distinct piece of a huge corpus would grow without bound; past this many
+// entries we simply start over (real text has far fewer distinct words).
+constexpr size_t kMaxCacheEntries = 1 << 18;
+
+uint64_t pair_key(int left, int right) {
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Loading
+
+Tokenizer Tokenizer::load(const std::string& dir) {
+    namespace fs = std::filesystem;
+    const std::string encoder_path = (fs::path(dir) / "encoder.json").string();
+    const std::string merges_path = (fs::path(dir) / "vocab.bpe").string();
+    Tokenizer tok;
+
+    // encoder.json: token text -> id. Ids must be exactly 0 .. count-1, each once.
+    {
+        const std::string text = read_file(encoder_path);
+        EncoderJsonReader json(encoder_path, text);
+        std::vector<std::pair<std::string, long long>> entries;
+        json.for_each_entry([&](std::string key, long long id) { entries.emplace_back(std::move(key), id); });
+
+        const auto bad = [&](const std::string& what) {
+            throw Error("tokenizer file " + encoder_path + ": " + what);
+        };
+        if (entries.size() != static_cast<size_t>(kEndOfText) + 1)
+            bad(std::to_string(entries.size()) + " tokens, expected GPT-2's " +
+                std::to_string(kEndOfText + 1));
+        tok.token_bytes_.assign(entries.size(), std::string());
+        std::vector<bool> seen(entries.size(), false);
+        std::string bytes;
+        for (const auto& [key, id] : entries) {
+            if (id < 0 || id >= static_cast<long long>(entries.size()))
+                bad("token " + in_quotes(key) + " has id " + std::to_string(id) + ", outside 0.." +
+                    std::to_string(entries.size() - 1));
+            if (seen[id]) bad("id " + std::to_string(id) + " is used twice");
+            seen[id] = true;
+            if (id == kEndOfText) {
+                // The one special token is stored as plain text, not in the byte alphabet.
+                if (key != kEndOfTextText)
+                    bad("id " + std::to_string(kEndOfText) + " is " + in_quotes(key) + ", expected " +
+                        kEndOfTextText);
+                tok.token_bytes_[id] = key;
+                continue;
+            }
+            if (!unmap_token(key, bytes) || bytes.empty())
+                bad("token " + in_quotes(key) + " is not written in GPT-2's byte alphabet");
+            if (!tok.bytes_to_id_.emplace(bytes, static_cast<int>(id)).second)
+                bad("token " + in_quotes(key) + " appears twice");
+            tok.token_bytes_[id] = bytes;
+        }
+        for (int b = 0; b < 256; ++b) {
+            const auto it = tok.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
+            if (it == tok.bytes_to_id_.end()) bad("no token for the single byte " + std::to_string(b));
+            tok.byte_id_[b] = it->second;
+        }
+    }
+
+    // vocab.bpe: "#version: 0.2", then one merge "left right" per line, highest priority first.
+    {
+        const std::string text = read_file(merges_path);
+        int line_no = 0;
+        size_t pos = 0;
+        std::string left, right;
+        while (pos < text.size()) {
+            size_t eol = text.find('\n', pos);
+            if (eol == std::string::npos) eol = text.size();
+            std::string_view line(text.data() + pos, eol - pos);
+            pos = eol + 1;
+            ++line_no;
+            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+            if (line_no == 1 && line.substr(0, 1) == "#") continue;  // the version line
+            if (line.empty()) continue;
+
+            const auto bad = [&](const std::string& what) {
+                throw Error("tokenizer file " + merges_path + ": line " + std::to_string(line_no) +
+                            ": " + what);
+            };
+            const size_t space = line.find(' ');
+            if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
+                line.find(' ', space + 1) != std::string_view::npos)
+                bad("expected two tokens separated by one space");
+            if (!unmap_token(line.substr(0, space), left) || !unmap_token(line.substr(space + 1), right))
+                bad("token not written in GPT-2's byte alphabet");
+            const auto l = tok.bytes_to_id_.find(left);
+            const auto r = tok.bytes_to_id_.find(right);
+            const auto m = tok.bytes_to_id_.find(left + right);
+            if (l == tok.bytes_to_id_.end() || r == tok.bytes_to_id_.end() || m == tok.bytes_to_id_.end())
+                bad("merge of tokens that " + encoder_path + " does not have");
+
+            // tiktoken ranks a pair by the id of the token it makes; vocab.bpe ranks it by its
+            // line. The two agree only if merge number k makes token 256 + k (the 256
+            // single bytes come first), so we insist on that, as tiktoken's own loader does.
+            // (tiktoken would also merge two parts that spell a token without being its
+            // listed merge, e.g. " " + "the"; BPE never puts such parts side by side on real
+            // text, which the comparison with js-tiktoken in the tests keeps checking.)
+            const int rank = static_cast<int>(tok.merges_.size());
+            if (m->second != 256 + rank)
+                bad("merge number " + std::to_string(rank) + " makes token " + std::to_string(m->second) +
+                    ", expected " + std::to_string(256 + rank) + " (does it match encoder.json?)");
+            if (!tok.merges_.emplace(pair_key(l->second, r->second), Merge{rank, m->second}).second)
+                bad("merge listed twice");
+        }
+        // Every token but the 256 bytes and <|endoftext|> must be made by exactly one merge.
+        const size_t expected = tok.token_bytes_.size() - 257;
+        if (tok.merges_.size() != expected)
+            throw Error("tokenizer file " + merges_path + ": " + std::to_string(tok.merges_.size()) +
+                        " merges, expected " + std::to_string(expected) + " to match " + encoder_path);
+    }
+    return tok;
+}
+
+// ---------------------------------------------------------------------------------------
+// Encoding
+
+std::vector<int> Tokenizer::encode(std::string_view text) const {
+    std::vector<int> ids;
+    ids.reserve(text.size() / 4 + 1);  // English averages a bit over 4 bytes per token
+    for (size_t pos = 0; pos < text.size();) {
+        const size_t end = piece_end(text, pos);
+        if (end - pos == 1) {
+            ids.push_back(byte_id_[static_cast<unsigned char>(text[pos])]);
+        } else {
+            const std::vector<int> piece = encode_piece(text.substr(pos, end - pos));
+            ids.insert(ids.end(), piece.begin(), piece.end());
+        }
+        pos = end;
+    }
+    return ids;
+}
+
+std::vector<int> Tokenizer::encode_piece(std::string_view piece) const {
+    std::string key(piece);
+    // A piece that is a token by itself is that token, without running the merges
+    // (tiktoken does the same; the merges would give the same answer).
+    if (const auto it = bytes_to_id_.find(key); it != bytes_to_id_.end()) return {it->second};
+    if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+    std::vector<int> ids = merge_bytes(piece);
+    if (cache_.size() >= kMaxCacheEntries) cache_.clear();
+    cache_.emplace(std::move(key), ids);
+    return ids;
+}
+
+// The BPE merge loop. The textbook version rescans all pairs after every merge, which is
+// quadratic in the piece length; a piece can be long (a run of digits or of spaces, a long
+// word in a script without spaces), so we keep the candidate pairs in a priority queue.
+// Ties in rank go to the leftmost pair, as in tiktoken's scan from the left.
+std::vector<int> Tokenizer::merge_bytes(std::string_view piece) const {
+    // The current parts form a linked list indexed by the byte offset where a part starts.
+    // id[i] is the token of the part starting at i, or -1 once that part has been merged into
+    // its left neighbour.
+    const int n = static_cast<int>(piece.size());
+    std::vector<int> id(n), next(n), prev(n);
+    for (int i = 0; i < n; ++i) {
+        id[i] = byte_id_[static_cast<unsigned char>(piece[i])];
+        next[i] = i + 1;
+        prev[i] = i - 1;
+    }
+
+    struct Candidate {
+        int rank, left, right;  // merge rank; start offsets of the two parts
+        int left_id, right_id;  // the parts' tokens when the candidate was queued
+        int merged_id;
+        bool operator>(const Candidate& o) const {
+            return rank != o.rank ? rank > o.rank : left > o.left;
+        }
+    };
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> queue;
+    const auto consider = [&](int left) {
+        if (left < 0 || next[left] >= n) return;
+        const int right = next[left];
+        const auto it = merges_.find(pair_key(id[left], id[right]));
+        if (it != merges_.end())
+            queue.push({it->second.rank, left, right, id[left], id[right], it->second.id});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i);
+
+    while (!queue.empty()) {
+        const Candidate c = queue.top();
+        queue.pop();
+        // A candidate is stale if either part has since merged with something else.
+        if (id[c.left] != c.left_id || next[c.left] != c.right || id[c.right] != c.right_id) continue;
+        id[c.left] = c.merged_id;
+        id[c.right] = -1;
+        next[c.left] = next[c.right];
+        if (next[c.left] < n) prev[next[c.left]] = c.left;
+        if (prev[c.left] >= 0) consider(prev[c.left]);
+        consider(c.left);
+    }
+
+    std::vector<int> ids;
+    for (int i = 0; i < n; i = next[i]) ids.push_back(id[i]);
+    return ids;
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoding
+
+namespace {
+void check_id(int id, int vocab_size) {
+    if (id < 0 || id >= vocab_size)
+        throw Error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                    std::to_string(vocab_size - 1) + ")");
+}
+}  // namespace
+
+std::string Tokenizer::decode_token(int id) const {
+    check_id(id, vocab_size());
+    return token_bytes_[id];
+}
+
+std::string Tokenizer::decode(const std::vector<int>& ids) const {
+    std::string out;
+    for (const int id : ids) {
+        check_id(id, vocab_size());
+        out += token_bytes_[id];
+    }
+    return out;
+}
+
+}  // namespace gpt

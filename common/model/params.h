@@ -1,0 +1,38 @@
+// The flat parameter layout of docs/formats.md: 16 tensors, one array.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace gpt {
+
+enum ParamTensor {
+    kWte, kWpe, kLn1W, kLn1B, kQkvW, kQkvB, kAttProjW, kAttProjB,
+    kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB, kLnfW, kLnfB,
+    kNumParamTensors
+};
+
+struct ParamLayout {
+    // vocab_rows: rows of wte in memory (the padded vocabulary); 0 means V (as in files).
+    explicit ParamLayout(const GPTConfig& config, int vocab_rows = 0);
+
+    std::array<size_t, kNumParamTensors> size{};    // elements per tensor
+    std::array<size_t, kNumParamTensors> offset{};  // start of each tensor in the flat array
+    size_t total() const { return offset[kNumParamTensors - 1] + size[kNumParamTensors - 1]; }
+
+    static const char* name(int tensor);
+    static bool decays(int tensor);  // weight decay applies (matrices and embeddings)
+};
+
+// Seeded GPT-2 initialisation (docs/formats.md), unpadded layout.
+std::vector<float> init_parameters(const GPTConfig& config, uint64_t seed);
+
+// Moves between the file layout (V rows of wte) and a padded one (vocab_rows of wte, extra
+// rows zero). With vocab_rows == V both are copies.
+std::vector<float> pad_vocab(const std::vector<float>& params, const GPTConfig& config, int vocab_rows);
+std::vector<float> unpad_vocab(const std::vector<float>& params, const GPTConfig& config, int vocab_rows);
+
+}  // namespace gpt

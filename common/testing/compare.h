@@ -1,0 +1,61 @@
+// NaN-safe comparisons for tests, with messages that say where and by how much.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "testing/tolerance.h"
+#include "util/rng.h"
+
+namespace gpt::test {
+
+// --- poisoning: fill outputs with a marker before a launch, then check every element changed
+
+// A quiet NaN with a recognisable payload: an element that still holds it was never written.
+constexpr uint32_t kPoisonBits = 0x7FC0DEADu;
+inline float poison_value() {
+    float f;
+    std::memcpy(&f, &kPoisonBits, sizeof(f));
+    return f;
+}
+inline bool is_poison(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    return bits == kPoisonBits;
+}
+inline void poison(std::vector<float>& v) { v.assign(v.size(), poison_value()); }
+
+// --- random inputs: fresh every run, reproducible with GPT_TEST_SEED=<n> ------------------
+
+// The seed of this test process (printed in every failure message).
+uint64_t test_seed();
+// Normal values with a scale that changes along the array (never all-equal, never all-zero),
+// plus an offset so that the mean is not zero.
+std::vector<float> random_normal(Rng& rng, size_t n, float scale = 1.0f, float offset = 0.0f);
+std::vector<float> random_uniform(Rng& rng, size_t n, float lo, float hi);
+std::vector<int> random_tokens(Rng& rng, size_t n, int vocab);  // skewed towards small ids, as real text
+
+// --- comparisons ---------------------------------------------------------------------------
+
+struct Comparison {
+    size_t n = 0, bad = 0, nan = 0, unwritten = 0;
+    size_t worst = 0;        // index of the largest error
+    double worst_err = 0.0;  // |a - e| there
+    double rms = 0.0;        // of expected
+    double rel_l2 = 0.0;     // ||a - e|| / ||e|| (NaN if either holds a NaN)
+};
+Comparison compare(const float* actual, const float* expected, size_t n, Tolerance tol);
+
+// Element-wise check against the tolerance; fails on any NaN or infinity, on an element that
+// still holds the poison value, and on a size mismatch.
+::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,
+                                     const std::vector<float>& expected, Tolerance tol);
+// Whole-tensor check: ||a - e|| / ||e|| <= max_rel_l2, NaN-safe.
+::testing::AssertionResult rel_l2_close(const std::string& what, const std::vector<float>& actual,
+                                        const std::vector<float>& expected, double max_rel_l2);
+
+}  // namespace gpt::test

@@ -1,0 +1,54 @@
+#include "testing/reference_case.h"
+
+#include <cstdlib>
+
+#include "model/params.h"
+#include "testing/compare.h"
+#include "util/error.h"
+#include "util/json.h"
+#include "util/rng.h"
+
+namespace gpt::test {
+
+ReferenceCase overfit_case() {
+    ReferenceCase c;
+    c.config = config_by_name("micro");
+    c.B = 4;
+    c.T = 32;
+    c.params = init_parameters(c.config, 20261122);
+    Rng rng(7);
+    c.tokens = random_tokens(rng, size_t(c.B) * c.T + 1, c.config.vocab_size);
+    return c;
+}
+
+ReferenceSettings load_reference_settings(const std::string& path) {
+    const Json s = Json::parse_file(path)["settings"];
+    ReferenceSettings r;
+    r.batch = static_cast<int>(s["batch"].number);
+    r.seq = static_cast<int>(s["seq"].number);
+    r.steps = static_cast<int>(s["steps"].number);
+    r.warmup = static_cast<int>(s["warmup"].number);
+    r.lr = static_cast<float>(s["lr"].number);
+    r.min_lr_frac = static_cast<float>(s["min_lr_frac"].number);
+    r.weight_decay = static_cast<float>(s["weight_decay"].number);
+    r.beta1 = static_cast<float>(s["beta1"].number);
+    r.beta2 = static_cast<float>(s["beta2"].number);
+    r.eps = static_cast<float>(s["eps"].number);
+    r.grad_clip = static_cast<float>(s["grad_clip"].number);
+    return r;
+}
+
+namespace {
+std::string env_or(const char* name, const std::string& fallback) {
+    const char* v = std::getenv(name);
+    return v ? v : fallback;
+}
+}  // namespace
+
+std::string reference_output_dir() { return env_or("GPT_TEST_OUT", ".") + "/reference"; }
+
+std::string committed_curve_path() {
+    return env_or("GPT_SOURCE_DIR", GPT_SOURCE_DIR) + "/tests/reference/curves/micro_overfit.json";
+}
+
+}  // namespace gpt::test

@@ -1,0 +1,34 @@
+// The fixed case every trainer is checked on against the PyTorch reference: the `micro` model
+// from a seeded initialisation, overfitting one batch of B x T tokens for 20 steps. The inputs
+// are made here, deterministically, so that tests can rebuild them without files; the tool
+// make_reference_inputs writes them out for the PyTorch side.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace gpt::test {
+
+struct ReferenceCase {
+    GPTConfig config;
+    std::vector<float> params;  // file layout
+    std::vector<int> tokens;    // B*T + 1: inputs are tokens[0, B*T), targets tokens[1, B*T]
+    int B = 0, T = 0;
+};
+
+ReferenceCase overfit_case();
+
+// The settings the reference run used, read from its JSON output, so that a test trains with
+// exactly what produced the curve it compares against.
+struct ReferenceSettings {
+    int batch = 0, seq = 0, steps = 0, warmup = 0;
+    float lr = 0, min_lr_frac = 0, weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0, grad_clip = 0;
+};
+ReferenceSettings load_reference_settings(const std::string& json_path);
+
+// Where the live PyTorch outputs of the CTest fixture land, and the committed curves.
+std::string reference_output_dir();   // $GPT_TEST_OUT/reference
+std::string committed_curve_path();   // $GPT_SOURCE_DIR/tests/reference/curves/micro_overfit.json
+
+}  // namespace gpt::test

@@ -1,0 +1,38 @@
+// Training output: one line per step on stdout, and the same as JSON Lines with --log.
+#pragma once
+#include <cstdio>
+#include <string>
+
+namespace gpt {
+
+struct StepRecord {
+    int step = 0;         // 0-based
+    int steps = 0;        // total
+    float loss = 0;
+    float lr = 0;
+    float grad_norm = 0;
+    double ms = 0;
+    double tokens_per_s = 0;
+    double mfu = -1;      // fraction of the device's peak; < 0 when the peak is unknown
+};
+
+class Logger {
+  public:
+    explicit Logger(const std::string& jsonl_path);  // empty path: stdout only
+    ~Logger();
+    Logger(const Logger&) = delete;
+    Logger& operator=(const Logger&) = delete;
+
+    void step(const StepRecord& r);
+    void validation(int step, float val_loss);
+    void sample(int step, const std::string& text);
+    // Any other event: "key": value pairs already formatted as JSON (e.g. "\"x\": 1").
+    void event(const std::string& type, const std::string& json_fields);
+
+    static std::string json_string(const std::string& s);
+
+  private:
+    FILE* jsonl_ = nullptr;
+};
+
+}  // namespace gpt

@@ -1,0 +1,35 @@
+// The shared main of every trainer. A stage's main file defines GPT_STAGE (the policy type)
+// after including the stage header, then includes this file.
+#include <cstdio>
+#include <exception>
+
+#include "train/loop.h"
+#include "train/options.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+    using Stage = GPT_STAGE;
+    try {
+        const gpt::TrainOptions defaults = gpt::default_options(Stage::kIsGpu);
+        bool help = false;
+        const gpt::TrainOptions opt = gpt::parse_options(argc, argv, defaults, help);
+        if (help) {
+            std::printf("%s", gpt::usage(argv[0], defaults,
+                                         std::string("GPT-2 trainer, stage ") + Stage::name + ": " +
+                                             Stage::description)
+                                  .c_str());
+            return 0;
+        }
+        Stage::configure(opt);
+        return gpt::train<Stage>(opt);
+    } catch (const gpt::Error& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "error: out of host memory (try a smaller --batch or --model)\n");
+        return 1;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "error: %s\n", e.what());
+        return 1;
+    }
+}

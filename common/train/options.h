@@ -1,0 +1,50 @@
+// Command-line options of every trainer. Defaults differ between the CPU reference and the GPU
+// stages (see default_options); --help prints the defaults of the binary it belongs to.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "train/gpt.h"
+
+namespace gpt {
+
+struct TrainOptions {
+    // model and data
+    std::string model = "d12";
+    std::string data_dir;       // default: <repo>/data/brown
+    std::string tokenizer_dir;  // default: <repo>/data/gpt2
+    std::string init;           // start from a checkpoint's parameters
+    std::string resume;         // continue a run: parameters, optimizer state and step
+    // batch
+    int batch = 16;
+    int seq = 1024;
+    // optimisation
+    int steps = 300;
+    float lr = 6e-4f;
+    float min_lr_frac = 0.1f;
+    int warmup = 30;
+    AdamWSettings adamw;
+    uint64_t seed = 1337;
+    // evaluation and output
+    int val_every = 50;
+    int val_batches = 4;
+    int sample_every = 100;
+    int sample_tokens = 64;
+    float temperature = 1.0f;
+    int top_k = 40;
+    std::string save;
+    int save_every = 0;
+    std::string log;
+    int threads = 0;  // CPU only: 0 = all cores
+};
+
+TrainOptions default_options(bool gpu);
+
+// Parses argv on top of the defaults. Sets `help` and returns when --help is given; throws
+// gpt::Error naming the option for an unknown option or a bad value.
+TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help);
+
+// The --help text, with the given defaults.
+std::string usage(const char* program, const TrainOptions& defaults, const std::string& title);
+
+}  // namespace gpt

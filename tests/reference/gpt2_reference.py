@@ -1,0 +1,805 @@
+#!/usr/bin/env python3
+"""An independent GPT-2 in PyTorch: the ground truth for the C++ trainers.
+
+It implements exactly the model, data order and training step of docs/formats.md, so that
+the C++ CPU reference and every GPU stage can be compared with it step by step:
+
+  - loads our .ckpt files (or initialises with the same scheme from a seed),
+  - reads llm.c-format token shards in the loader order of docs/formats.md,
+  - trains with torch.optim.AdamW, global-norm gradient clipping and the cosine schedule,
+  - writes per-step losses, gradient norms, learning rates and timings as JSON,
+    and optionally the first step's gradients and the final parameters as raw fp32.
+
+The options --precision, --attention, --compile and --vocab-pad select the PyTorch
+counterpart of each C++ stage (see tests/reference/README.md).
+
+Exit codes: 0 success, 1 training failed (non-finite loss), 2 bad input or an option this
+PyTorch cannot do, 77 PyTorch is not installed (CTest reports the test as skipped).
+"""
+
+import argparse
+import contextlib
+import glob
+import json
+import math
+import os
+import platform
+import sys
+import time
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as exc:
+    # CTest maps 77 to "skipped"; REQUIRE_TORCH=1 (CI) makes a missing torch a failure.
+    if os.environ.get("REQUIRE_TORCH") == "1":
+        print(f"gpt2_reference: REQUIRE_TORCH=1 but cannot import torch/numpy ({exc})", file=sys.stderr)
+        sys.exit(1)
+    print(f"gpt2_reference: skipped: cannot import torch/numpy ({exc})", file=sys.stderr)
+    sys.exit(77)
+
+PROG = "gpt2_reference"
+SHARD_MAGIC, SHARD_VERSION = 20240520, 1
+CKPT_MAGIC, CKPT_VERSION = 20261122, 1
+HEADER_INTS = 256  # both file kinds start with 256 int32 = 1024 bytes
+HEADER_BYTES = HEADER_INTS * 4
+GPT2_VOCAB = 50257
+
+# name: (maxT, V, L, H, C), as in docs/formats.md
+MODELS = {
+    "micro": (64, GPT2_VOCAB, 2, 4, 64),
+    "tiny": (128, GPT2_VOCAB, 4, 4, 128),
+    "d12": (1024, GPT2_VOCAB, 12, 12, 768),
+    "d24": (1024, GPT2_VOCAB, 24, 16, 1024),
+    "d36": (1024, GPT2_VOCAB, 36, 20, 1280),
+    "d48": (1024, GPT2_VOCAB, 48, 25, 1600),
+}
+
+
+class InputError(Exception):
+    """Bad input: reported as one line, exit code 2."""
+
+
+# ----------------------------------------------------------------------------------------
+# Configuration and the flat parameter layout
+
+
+class Config:
+    def __init__(self, maxT, V, L, H, C):
+        self.maxT, self.V, self.L, self.H, self.C = maxT, V, L, H, C
+        if min(maxT, V, L, H, C) <= 0:
+            raise InputError(f"invalid model config ({self}): every size must be positive")
+        if C % H != 0:
+            raise InputError(f"invalid model config ({self}): C must be divisible by H")
+
+    def __str__(self):
+        return f"L={self.L} H={self.H} C={self.C} maxT={self.maxT} V={self.V}"
+
+    def as_dict(self):
+        return {"maxT": self.maxT, "V": self.V, "L": self.L, "H": self.H, "C": self.C,
+                "params": num_params(self)}
+
+
+def layout(cfg):
+    """The 16 tensors of the flat parameter array: (name, shape, weight decay)."""
+    V, maxT, L, C = cfg.V, cfg.maxT, cfg.L, cfg.C
+    return [
+        ("wte", (V, C), True),
+        ("wpe", (maxT, C), True),
+        ("ln1_w", (L, C), False),
+        ("ln1_b", (L, C), False),
+        ("qkv_w", (L, 3 * C, C), True),
+        ("qkv_b", (L, 3 * C), False),
+        ("attproj_w", (L, C, C), True),
+        ("attproj_b", (L, C), False),
+        ("ln2_w", (L, C), False),
+        ("ln2_b", (L, C), False),
+        ("fc_w", (L, 4 * C, C), True),
+        ("fc_b", (L, 4 * C), False),
+        ("fcproj_w", (L, C, 4 * C), True),
+        ("fcproj_b", (L, C), False),
+        ("lnf_w", (C,), False),
+        ("lnf_b", (C,), False),
+    ]
+
+
+def num_params(cfg):
+    return sum(math.prod(shape) for _, shape, _ in layout(cfg))
+
+
+# ----------------------------------------------------------------------------------------
+# The model
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, cfg, attention):
+        super().__init__()
+        self.n_head = cfg.H
+        self.attention = attention
+        self.qkv = nn.Linear(cfg.C, 3 * cfg.C)  # output columns are [q | k | v]
+        self.proj = nn.Linear(cfg.C, cfg.C)
+        if attention == "manual":
+            # True where query t may look at key s (s <= t). Not saved with the module.
+            mask = torch.tril(torch.ones(cfg.maxT, cfg.maxT, dtype=torch.bool))
+            self.register_buffer("causal_mask", mask, persistent=False)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        Q = C // self.n_head  # head size
+        q, k, v = self.qkv(x).split(C, dim=2)
+        # (B, T, C) -> (B, H, T, Q): head h owns columns h*Q .. (h+1)*Q-1 of q, k and v
+        q = q.view(B, T, self.n_head, Q).transpose(1, 2)
+        k = k.view(B, T, self.n_head, Q).transpose(1, 2)
+        v = v.view(B, T, self.n_head, Q).transpose(1, 2)
+        if self.attention == "sdpa":
+            # fused kernel (flash attention on a GPU); its default scale is 1/sqrt(Q) too
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            # the whole T x T score matrix, masked so that no position sees the future
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Q))
+            scores = scores.masked_fill(~self.causal_mask[:T, :T], float("-inf"))
+            y = F.softmax(scores, dim=-1) @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
+        return self.proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.fc = nn.Linear(cfg.C, 4 * cfg.C)
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2 used the tanh approximation
+        self.proj = nn.Linear(4 * cfg.C, cfg.C)
+
+    def forward(self, x):
+        return self.proj(self.gelu(self.fc(x)))
+
+
+class Block(nn.Module):
+    """Pre-LayerNorm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
+
+    def __init__(self, cfg, attention):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.C, eps=1e-5)
+        self.attn = CausalSelfAttention(cfg, attention)
+        self.ln2 = nn.LayerNorm(cfg.C, eps=1e-5)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, cfg, attention="manual", padded_vocab=None):
+        super().__init__()
+        self.cfg = cfg
+        # With padding, wte has extra rows that are zero and never used as a target.
+        self.padded_vocab = padded_vocab or cfg.V
+        self.wte = nn.Embedding(self.padded_vocab, cfg.C)
+        self.wpe = nn.Embedding(cfg.maxT, cfg.C)
+        self.blocks = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.L))
+        self.ln_f = nn.LayerNorm(cfg.C, eps=1e-5)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        pos = torch.arange(T, device=idx.device)
+        x = self.wte(idx) + self.wpe(pos)
+        for block in self.blocks:
+            x = block(x)
+        x = self.ln_f(x)
+        # Tied output projection: the logits reuse the token embedding matrix.
+        logits = F.linear(x, self.wte.weight)
+        if self.padded_vocab != self.cfg.V:
+            # Slice the padded columns off: exactly like masking them to -inf, they get no
+            # probability mass and a zero gradient, so the loss is that of the unpadded model.
+            logits = logits[..., : self.cfg.V]
+        if targets is None:
+            return logits
+        # mean over the B*T positions, in fp32 even when the logits come out of bf16 matmuls
+        return F.cross_entropy(logits.reshape(B * T, -1).float(), targets.reshape(B * T))
+
+    def layout_params(self):
+        """The module's parameters grouped as the 16 tensors of layout(), in order.
+
+        Each entry is (name, weight decay, [parameters]); the block tensors list one
+        parameter per layer, layer 0 first, which is the layer-major order of the file.
+        """
+        blocks = self.blocks
+
+        def per_layer(get):
+            return [get(b) for b in blocks]
+
+        return [
+            ("wte", True, [self.wte.weight]),
+            ("wpe", True, [self.wpe.weight]),
+            ("ln1_w", False, per_layer(lambda b: b.ln1.weight)),
+            ("ln1_b", False, per_layer(lambda b: b.ln1.bias)),
+            ("qkv_w", True, per_layer(lambda b: b.attn.qkv.weight)),
+            ("qkv_b", False, per_layer(lambda b: b.attn.qkv.bias)),
+            ("attproj_w", True, per_layer(lambda b: b.attn.proj.weight)),
+            ("attproj_b", False, per_layer(lambda b: b.attn.proj.bias)),
+            ("ln2_w", False, per_layer(lambda b: b.ln2.weight)),
+            ("ln2_b", False, per_layer(lambda b: b.ln2.bias)),
+            ("fc_w", True, per_layer(lambda b: b.mlp.fc.weight)),
+            ("fc_b", False, per_layer(lambda b: b.mlp.fc.bias)),
+            ("fcproj_w", True, per_layer(lambda b: b.mlp.proj.weight)),
+            ("fcproj_b", False, per_layer(lambda b: b.mlp.proj.bias)),
+            ("lnf_w", False, [self.ln_f.weight]),
+            ("lnf_b", False, [self.ln_f.bias]),
+        ]
+
+    # -- moving between the module and the flat file layout (V rows of wte, unpadded) --
+
+    def _file_view(self, name, tensor):
+        return tensor[: self.cfg.V] if name == "wte" else tensor
+
+    def flat(self, get=lambda p: p.detach()):
+        """Concatenates get(p) for every parameter p in file layout order (fp32, CPU)."""
+        parts = [self._file_view(name, get(p)).reshape(-1)
+                 for name, _, params in self.layout_params() for p in params]
+        return torch.cat([t.float().cpu() for t in parts])
+
+    def unflatten(self, flat):
+        """Splits a flat file-layout tensor into {parameter: tensor shaped like it}.
+
+        wte comes back with the padded row count, the extra rows zero.
+        """
+        out, offset = {}, 0
+        for name, _, params in self.layout_params():
+            for p in params:
+                rows = self._file_view(name, p)
+                n = rows.numel()
+                t = torch.zeros(p.shape, dtype=torch.float32)
+                t[: rows.shape[0]] = flat[offset: offset + n].view(rows.shape)
+                out[p] = t
+                offset += n
+        assert offset == flat.numel(), "flat array does not match the layout"
+        return out
+
+    @torch.no_grad()
+    def load_flat(self, flat):
+        for p, t in self.unflatten(flat).items():
+            p.copy_(t)
+
+    @torch.no_grad()
+    def init_weights(self, seed):
+        """The initialisation scheme of docs/formats.md, from torch's own generator.
+
+        Same distributions as the C++ side, not the same numbers.
+        """
+        gen = torch.Generator().manual_seed(seed)
+        resid_std = 0.02 / math.sqrt(2 * self.cfg.L)  # the two projections into the residual
+        for name, decays, params in self.layout_params():
+            for p in params:
+                if name in ("attproj_w", "fcproj_w"):
+                    p.normal_(0.0, resid_std, generator=gen)
+                elif decays:  # the other matrices and both embeddings
+                    p.normal_(0.0, 0.02, generator=gen)
+                elif name.startswith("ln") and name.endswith("_w"):
+                    p.fill_(1.0)
+                else:  # biases
+                    p.zero_()
+        self.wte.weight[self.cfg.V:].zero_()
+
+
+# ----------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def fnv1a32_loop(data, h=2166136261):
+    """FNV-1a, 32 bit, one byte at a time: the definition (slow in Python, ~20 MB/s)."""
+    for byte in bytes(data):
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def fnv1a32(data, h=2166136261, chunk=1 << 18):
+    """FNV-1a, 32 bit, of a uint8 numpy array; the same value as fnv1a32_loop, ~5x faster.
+
+    The step is h' = (h ^ b) * P mod 2^32. Write h ^ b = h + d, where d = (l ^ b) - l
+    depends only on the low byte l of h. Then h' = P*h + P*d, and after n bytes
+    h_n = P^n h_0 + sum_i P^(n-i) d_i: one dot product, once the low bytes l_i are known.
+    The low byte follows l' = ((l ^ b) * 147) mod 256 (147 = P mod 256). Because 147 is odd,
+    bit k of l' is bit k of (l ^ b) flipped by a function of the lower bits only, so bit k
+    of every l_i is a running XOR (cumsum mod 2) once bits 0..k-1 are known: 8 vectorised
+    passes instead of a Python loop over every byte.
+    """
+    P = 16777619
+    data = np.asarray(data, dtype=np.uint8).reshape(-1)
+    if data.size == 0:
+        return h
+    chunk = min(chunk, data.size)
+    # powers P^chunk .. P^1; uint64 arithmetic wraps mod 2^64, which keeps them right mod 2^32
+    powers = np.cumprod(np.full(chunk, P, dtype=np.uint64), dtype=np.uint64)[::-1].copy()
+    x = np.empty(chunk, np.uint8)      # l_i ^ b_i, built up bit by bit
+    flips = np.empty(chunk, np.uint8)
+    bit = np.empty(chunk, np.uint8)
+    for start in range(0, data.size, chunk):
+        b = data[start: start + chunk]
+        n = b.size
+        xs, fs, bs = x[:n], flips[:n], bit[:n]
+        xs[:] = 0
+        for k in range(8):
+            # fs = how bit k changes from l_i to l_{i+1}: b's bit k xor the carry from below
+            np.multiply(xs, np.uint8(147), out=fs)
+            fs ^= b
+            fs >>= k
+            fs &= 1
+            bs[0] = (h >> k) & 1  # bit k of l_0, then a running xor of the flips
+            np.cumsum(fs[:-1], dtype=np.uint8, out=bs[1:])
+            bs[1:] += bs[0]
+            bs &= 1
+            fs[:] = b
+            fs >>= k
+            fs &= 1
+            bs ^= fs  # bit k of l_i ^ b_i
+            bs <<= k
+            xs |= bs
+        d = xs.astype(np.int64)
+        d -= xs ^ b  # d_i = (l_i ^ b_i) - l_i
+        coeff = powers[chunk - n:]
+        h = (int(coeff[0]) * h + int(np.dot(coeff, d.view(np.uint64)))) & 0xFFFFFFFF
+    return h
+
+
+def load_checkpoint(path):
+    """Reads and verifies a .ckpt; returns (cfg, step, params, m, v) with m, v None if absent."""
+    where = f"checkpoint {path}"
+    if not os.path.isfile(path):
+        raise InputError(f"{where}: cannot open (missing?)")
+    size = os.path.getsize(path)
+    if size < HEADER_BYTES:
+        raise InputError(f"{where}: truncated header ({size} bytes)")
+    header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
+    if header[0] != CKPT_MAGIC:
+        raise InputError(f"{where}: bad magic {header[0]} (not a checkpoint)")
+    if header[1] != CKPT_VERSION:
+        raise InputError(f"{where}: unsupported version {header[1]}")
+    try:
+        cfg = Config(*(int(v) for v in header[2:7]))
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    step, has_opt, count = int(header[7]), int(header[8]), int(header[9])
+    n = num_params(cfg)
+    if count != n or step < 0 or has_opt not in (0, 1):
+        raise InputError(f"{where}: header does not match its own config (corrupt)")
+    expected = HEADER_BYTES + n * 4 * (3 if has_opt else 1)
+    if size != expected:
+        raise InputError(f"{where}: size {size} bytes, expected {expected} (truncated or corrupt)")
+    payload = np.fromfile(path, dtype=np.uint8, offset=HEADER_BYTES)
+    stored = int(header[10]) & 0xFFFFFFFF
+    if fnv1a32(payload) != stored:
+        raise InputError(f"{where}: checksum mismatch (corrupt)")
+    floats = torch.from_numpy(payload.view("<f4").astype(np.float32))
+    params = floats[:n]
+    m = floats[n: 2 * n] if has_opt else None
+    v = floats[2 * n:] if has_opt else None
+    return cfg, step, params, m, v
+
+
+# ----------------------------------------------------------------------------------------
+# Token shards and the data loader
+
+
+def shard_token_count(path):
+    """Checks a shard's header and size; returns its token count."""
+    where = f"shard {path}"
+    if not os.path.isfile(path):
+        raise InputError(f"{where}: cannot open (missing?)")
+    size = os.path.getsize(path)
+    if size < HEADER_BYTES:
+        raise InputError(f"{where}: truncated header ({size} bytes)")
+    header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
+    if header[0] != SHARD_MAGIC:
+        raise InputError(f"{where}: bad magic {header[0]} (expected {SHARD_MAGIC}; not a token shard)")
+    if header[1] != SHARD_VERSION:
+        raise InputError(f"{where}: unsupported version {header[1]} (expected {SHARD_VERSION}: uint16 tokens)")
+    n = int(header[2])
+    if n < 0 or size != HEADER_BYTES + 2 * n:
+        raise InputError(f"{where}: size {size} bytes, header says {n} tokens = "
+                         f"{HEADER_BYTES + 2 * n} bytes (truncated or corrupt)")
+    return n
+
+
+def find_train_shards(data):
+    """--data is one shard file, or a directory whose *_train_*.bin shards are used in order."""
+    if os.path.isdir(data):
+        paths = sorted(glob.glob(os.path.join(data, "*_train_*.bin")))
+        if not paths:
+            raise InputError(f"data directory {data}: no *_train_*.bin shards")
+        return paths
+    if not os.path.exists(data):
+        raise InputError(f"data {data}: no such file or directory")
+    return [data]
+
+
+class DataLoader:
+    """Consecutive B x T windows over the shards, no shuffling (docs/formats.md)."""
+
+    def __init__(self, paths, B, T, V, rank=0, world=1):
+        self.paths, self.B, self.T, self.V = paths, B, T, V
+        self.rank, self.world = rank, world
+        need = B * T * world + 1  # inputs plus the one extra target token
+        for path in paths:
+            n = shard_token_count(path)
+            if n < need:
+                raise InputError(f"shard {path}: {n} tokens, a batch of B={B} T={T} needs {need}")
+        self.reset()
+
+    def reset(self):
+        self.shard, self.pos = 0, 0
+        self.tokens = self._load(0)
+
+    def _load(self, i):
+        tokens = np.memmap(self.paths[i], dtype="<u2", mode="r", offset=HEADER_BYTES)
+        top = int(tokens.max())
+        if top >= self.V:
+            raise InputError(f"shard {self.paths[i]}: token {top} is outside the vocabulary (V={self.V})")
+        return tokens
+
+    def next_batch(self):
+        BT = self.B * self.T
+        start = self.pos + self.rank * BT
+        window = torch.from_numpy(self.tokens[start: start + BT + 1].astype(np.int64))
+        x = window[:-1].view(self.B, self.T)
+        y = window[1:].view(self.B, self.T)  # each target is the next token
+        self.pos += BT * self.world
+        if self.pos + BT * self.world + 1 > len(self.tokens):  # the next batch would not fit
+            next_shard = (self.shard + 1) % len(self.paths)
+            if next_shard != self.shard:
+                self.tokens = self._load(next_shard)
+            self.shard, self.pos = next_shard, 0
+        return x, y
+
+
+# ----------------------------------------------------------------------------------------
+# Training
+
+
+def learning_rate(step, steps, lr, warmup, min_lr_frac):
+    """Linear warmup, then cosine decay to lr * min_lr_frac (docs/formats.md)."""
+    floor = lr * min_lr_frac
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return floor + 0.5 * (lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def clip_grad_norm(params, max_norm):
+    """Global-norm clipping as torch.nn.utils.clip_grad_norm_; returns the norm before clipping.
+
+    norm = sqrt(sum of every gradient element squared); every gradient is scaled by
+    min(1, max_norm / (norm + 1e-6)); max_norm <= 0 only measures. On a GPU this is torch's
+    own function. On the CPU we sum the squares ourselves with the same formula, because
+    torch 1.13's CPU torch.norm accumulates a tensor serially in fp32 and is off by 0.2% on
+    a 40M-element gradient like GPT-2's wte, while torch.sum sums pairwise.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if grads[0].is_cuda:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm > 0 else float("inf"))
+    norm = torch.stack([g.float().square().sum() for g in grads]).sum().sqrt()
+    if max_norm > 0:
+        scale = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+        for g in grads:
+            g.mul_(scale.to(g.dtype))
+    return norm
+
+
+def write_raw_f32(path, flat):
+    """Raw little-endian float32, written to PATH.tmp and renamed."""
+    tmp = path + ".tmp"
+    flat.numpy().astype("<f4").tofile(tmp)
+    os.replace(tmp, path)
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def device_name(device):
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def torch_major():
+    return int(torch.__version__.split(".")[0])
+
+
+def check_capabilities(args):
+    """Options that need CUDA or PyTorch 2.x fail here, before any work, with one line."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available to this PyTorch "
+                         f"({torch.__version__})")
+    if args.attention == "sdpa" and not hasattr(F, "scaled_dot_product_attention"):
+        raise InputError(f"--attention sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
+    if args.compile and not hasattr(torch, "compile"):
+        raise InputError(f"--compile needs PyTorch >= 2.0 (this is {torch.__version__})")
+    if args.fused_adamw:
+        import inspect
+        if "fused" not in inspect.signature(torch.optim.AdamW).parameters or torch_major() < 2:
+            raise InputError(f"--fused-adamw needs PyTorch >= 2.0 (this is {torch.__version__})")
+        if args.device != "cuda":
+            raise InputError("--fused-adamw needs --device cuda")
+
+
+def set_precision(precision):
+    """The matmul precision of each stage; the levels build on each other like the stages."""
+    if precision == "fp32":
+        # true fp32 matmuls: no TF32 anywhere
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
+    else:
+        # tf32, and bf16 (which keeps TF32 for any matmul autocast leaves in fp32)
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def build_model(args, device):
+    """Returns (model, start_step, optimizer_state) from --checkpoint or --init-seed/--model."""
+    if args.checkpoint:
+        cfg, ckpt_step, params, m, v = load_checkpoint(args.checkpoint)
+    else:
+        cfg = Config(*MODELS[args.model])
+    padded = (cfg.V + args.vocab_pad - 1) // args.vocab_pad * args.vocab_pad
+    model = GPT2(cfg, attention=args.attention, padded_vocab=padded)
+    opt_state, start = None, 0
+    if args.checkpoint:
+        model.load_flat(params)
+        if args.resume:
+            if m is None:
+                raise InputError(f"checkpoint {args.checkpoint}: --resume needs optimizer state, "
+                                 "and this checkpoint has none")
+            opt_state, start = (m, v), ckpt_step
+    else:
+        model.init_weights(args.init_seed)
+    return model.to(device), start, opt_state
+
+
+def make_optimizer(model, args):
+    """AdamW with two groups: weight decay for matrices and embeddings, none for the rest."""
+    decay, no_decay = [], []
+    for _, decays, params in model.layout_params():
+        (decay if decays else no_decay).extend(params)
+    groups = [{"params": decay, "weight_decay": args.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    extra = {"fused": True} if args.fused_adamw else {}
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(args.beta1, args.beta2), eps=args.eps, **extra)
+
+
+def load_optimizer_state(optimizer, model, m, v, step):
+    """Puts the checkpoint's AdamW moments into torch's AdamW, which counts `step` taken."""
+    m_of, v_of = model.unflatten(m), model.unflatten(v)
+    state_dict = optimizer.state_dict()
+    for group, saved in zip(optimizer.param_groups, state_dict["param_groups"]):
+        for p, index in zip(group["params"], saved["params"]):
+            state_dict["state"][index] = {
+                "step": torch.tensor(float(step), dtype=torch.float32),
+                "exp_avg": m_of[p].to(p.device),
+                "exp_avg_sq": v_of[p].to(p.device),
+            }
+    optimizer.load_state_dict(state_dict)
+
+
+def train(args):
+    check_capabilities(args)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    set_precision(args.precision)
+    device = torch.device(args.device)
+
+    model, start, opt_state = build_model(args, device)
+    cfg = model.cfg
+    if args.seq > cfg.maxT:
+        raise InputError(f"--seq {args.seq} is longer than the model's context maxT={cfg.maxT}")
+    if start >= args.steps:
+        raise InputError(f"checkpoint is at step {start}; --steps {args.steps} leaves nothing to do "
+                         "(--steps counts the whole run, resumed steps included)")
+    loader = DataLoader(find_train_shards(args.data), args.batch, args.seq, cfg.V)
+    for _ in range(start):  # a resumed run continues where the data order left off
+        loader.next_batch()
+
+    optimizer = make_optimizer(model, args)
+    if opt_state is not None:
+        load_optimizer_state(optimizer, model, *opt_state, start)
+    params = list(model.parameters())
+
+    run = torch.compile(model, mode=args.compile_mode) if args.compile else model
+    if args.precision == "bf16":
+        autocast = lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    else:
+        autocast = contextlib.nullcontext
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+
+    print(f"{PROG}: torch {torch.__version__} on {device.type} ({device_name(device)}), "
+          f"model {cfg} ({num_params(cfg):,} params, padded V={model.padded_vocab}), "
+          f"B={args.batch} T={args.seq}, steps {start}..{args.steps - 1}, precision {args.precision}, "
+          f"attention {args.attention}{', compiled' if args.compile else ''}", flush=True)
+
+    tokens_per_step = args.batch * args.seq
+    losses, norms, lrs, step_ms = [], [], [], []
+    for step in range(start, args.steps):
+        t0 = time.perf_counter()
+        x, y = loader.next_batch()
+        x, y = x.to(device), y.to(device)
+        lr = learning_rate(step, args.steps, args.lr, args.warmup, args.min_lr_frac)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        with autocast():
+            loss = run(x, y)
+        loss.backward()
+        if step == start and args.grads_out:
+            write_raw_f32(args.grads_out, model.flat(lambda p: p.grad))
+        norm = clip_grad_norm(params, args.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize(device)
+        ms = (time.perf_counter() - t0) * 1000.0
+
+        loss_value, norm_value = loss.item(), norm.item()
+        if not math.isfinite(loss_value):
+            print(f"{PROG}: error: non-finite loss ({loss_value}) at step {step}", file=sys.stderr)
+            sys.exit(1)
+        losses.append(loss_value)
+        norms.append(norm_value)
+        lrs.append(lr)
+        step_ms.append(ms)
+        print(f"step {step + 1:5d}/{args.steps} | loss {loss_value:.6f} | lr {lr:.4e} | "
+              f"norm {norm_value:.4f} | {ms:8.2f} ms | {tokens_per_step / (ms / 1000.0):9.0f} tok/s",
+              flush=True)
+
+    steady = step_ms[args.warmup_steps_timing:] or step_ms  # skip compilation and warm-up
+    tok_s = sorted(tokens_per_step / (ms / 1000.0) for ms in steady)
+    mid = len(tok_s) // 2
+    median = tok_s[mid] if len(tok_s) % 2 else 0.5 * (tok_s[mid - 1] + tok_s[mid])
+    print(f"{PROG}: median {median:.0f} tok/s over {len(steady)} steps, final loss {losses[-1]:.6f}",
+          flush=True)
+
+    if args.params_out:
+        write_raw_f32(args.params_out, model.flat())
+    if args.out:
+        settings = dict(vars(args))
+        settings.update(padded_vocab=model.padded_vocab, first_step=start, tokens_per_step=tokens_per_step)
+        write_json(args.out, {
+            "torch_version": torch.__version__,
+            "device": device.type,
+            "device_name": device_name(device),
+            "config": cfg.as_dict(),
+            "settings": settings,
+            "losses": losses,
+            "grad_norms": [n if math.isfinite(n) else None for n in norms],  # JSON has no NaN
+            "lrs": lrs,
+            "step_ms": step_ms,
+            "tokens_per_s_median": median,
+            "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        })
+
+
+# ----------------------------------------------------------------------------------------
+# Command line
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is a single line (exit code 2 as usual)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def parse_args(argv=None):
+    p = OneLineParser(
+        prog=PROG,
+        description="Independent PyTorch GPT-2 reference: trains on llm.c token shards from our "
+                    ".ckpt checkpoint (or a seeded init) and writes losses, gradient norms, "
+                    "learning rates and timings (docs/formats.md).",
+        epilog="Exit codes: 0 ok, 1 non-finite loss, 2 bad input or unsupported option, "
+               "77 torch not installed.")
+    g = p.add_argument_group("model (give --checkpoint, or --model with --init-seed)")
+    g.add_argument("--checkpoint", metavar="PATH", help="our .ckpt file: initial parameters and config")
+    g.add_argument("--resume", action="store_true",
+                   help="also load the checkpoint's AdamW state and continue from its step count")
+    g.add_argument("--model", choices=list(MODELS), help="named size to initialise from a seed")
+    g.add_argument("--init-seed", type=int, default=0, metavar="N",
+                   help="seed for --model (same scheme as the C++ init, not the same numbers; default 0)")
+    g.add_argument("--vocab-pad", type=int, default=1, metavar="M",
+                   help="pad the vocabulary to a multiple of M (zero rows; padded logits sliced off "
+                        "before the loss); default 1 = no padding")
+
+    g = p.add_argument_group("data and schedule")
+    g.add_argument("--data", required=True, metavar="PATH",
+                   help="a token shard, or a directory whose *_train_*.bin shards are read in sorted order")
+    g.add_argument("--batch", type=int, default=4, metavar="B", help="sequences per step (default 4)")
+    g.add_argument("--seq", type=int, default=64, metavar="T", help="tokens per sequence (default 64)")
+    g.add_argument("--steps", type=int, default=10, metavar="N",
+                   help="steps of the whole run, the schedule's S; a resumed run stops there too (default 10)")
+    g.add_argument("--lr", type=float, default=6e-4, metavar="LR", help="peak learning rate (default 6e-4)")
+    g.add_argument("--warmup", type=int, default=0, metavar="W", help="linear warmup steps (default 0)")
+    g.add_argument("--min-lr-frac", type=float, default=0.1, metavar="F",
+                   help="cosine floor as a fraction of --lr (default 0.1)")
+    g.add_argument("--weight-decay", type=float, default=0.1, metavar="WD",
+                   help="AdamW weight decay for matrices and embeddings (default 0.1)")
+    g.add_argument("--beta1", type=float, default=0.9, metavar="B1", help="AdamW beta1 (default 0.9)")
+    g.add_argument("--beta2", type=float, default=0.95, metavar="B2", help="AdamW beta2 (default 0.95)")
+    g.add_argument("--eps", type=float, default=1e-8, metavar="EPS", help="AdamW epsilon (default 1e-8)")
+    g.add_argument("--grad-clip", type=float, default=1.0, metavar="CLIP",
+                   help="clip the global gradient norm to this; <= 0 disables (default 1.0)")
+
+    g = p.add_argument_group("execution (the PyTorch counterparts of the C++ stages)")
+    g.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="default cpu")
+    g.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
+                   help="fp32: no TF32 (stage 00); tf32: matmul precision 'high' (01); "
+                        "bf16: autocast to bfloat16 around forward and loss, TF32 kept (02). Default fp32")
+    g.add_argument("--attention", choices=["manual", "sdpa"], default="manual",
+                   help="manual: T x T scores with a causal mask (00-02); "
+                        "sdpa: F.scaled_dot_product_attention, needs torch 2.x (03). Default manual")
+    g.add_argument("--compile", action="store_true", help="torch.compile the model, needs torch 2.x (04)")
+    g.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune"],
+                   default="default", help="mode for --compile; reduce-overhead adds CUDA graphs (default: default)")
+    g.add_argument("--fused-adamw", action="store_true",
+                   help="torch's fused CUDA AdamW (one launch for all tensors), needs torch 2.x")
+    g.add_argument("--threads", type=int, default=0, metavar="N",
+                   help="torch.set_num_threads(N); default: leave torch's choice")
+
+    g = p.add_argument_group("outputs")
+    g.add_argument("--out", metavar="PATH", help="JSON with losses, grad norms, lrs, timings")
+    g.add_argument("--grads-out", metavar="PATH",
+                   help="first step's gradients before clipping, raw fp32 in the file layout")
+    g.add_argument("--params-out", metavar="PATH", help="final parameters, raw fp32 in the file layout")
+    g.add_argument("--warmup-steps-timing", type=int, default=3, metavar="K",
+                   help="steps left out of the tokens/s median (default 3)")
+    args = p.parse_args(argv)
+
+    if bool(args.checkpoint) == bool(args.model):
+        p.error("give either --checkpoint PATH or --model NAME (with --init-seed N)")
+    if args.resume and not args.checkpoint:
+        p.error("--resume needs --checkpoint")
+    for name in ("batch", "seq", "steps", "vocab_pad"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    for name in ("warmup", "threads", "warmup_steps_timing"):
+        if getattr(args, name) < 0:
+            p.error(f"--{name.replace('_', '-')} must not be negative")
+    if not 0.0 <= args.min_lr_frac <= 1.0:
+        p.error("--min-lr-frac must be in [0, 1]")
+    if not (args.lr >= 0 and args.weight_decay >= 0 and args.eps > 0):
+        p.error("--lr and --weight-decay must not be negative, --eps must be positive")
+    if not (0.0 <= args.beta1 < 1.0 and 0.0 <= args.beta2 < 1.0):
+        p.error("--beta1 and --beta2 must be in [0, 1)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        train(args)
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        if "out of memory" in str(exc):
+            print(f"{PROG}: error: out of memory at B={args.batch} T={args.seq}; try a smaller "
+                  "--batch or --seq", file=sys.stderr)
+            return 2
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,434 @@
+#!/usr/bin/env python3
+"""Self-test of the PyTorch reference (plain unittest; run with a Python that has torch).
+
+    /usr/bin/python3 tests/reference/test_gpt2_reference.py
+
+It writes checkpoints and shards with its own writer code (docs/formats.md, including the
+FNV-1a checksum), runs gpt2_reference.py as a subprocess, and checks the results against
+an independent numpy forward pass and a numpy AdamW step. Exit code 77 when torch is
+missing, so that CTest reports the test as skipped.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import numpy as np
+    import torch  # noqa: F401  (the reference needs it; skip cleanly without)
+except ImportError as exc:
+    # CTest maps 77 to "skipped"; REQUIRE_TORCH=1 (CI) makes a missing torch a failure.
+    if os.environ.get("REQUIRE_TORCH") == "1":
+        print(f"test_gpt2_reference: REQUIRE_TORCH=1 but cannot import torch/numpy ({exc})", file=sys.stderr)
+        sys.exit(1)
+    print(f"test_gpt2_reference: skipped: cannot import torch/numpy ({exc})", file=sys.stderr)
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REFERENCE = os.path.join(HERE, "gpt2_reference.py")
+sys.path.insert(0, HERE)
+import gpt2_reference  # noqa: E402  (only for its hash function)
+
+V = 50257
+# A small model with the real vocabulary: quick on a CPU, and its loss at init is ln(V).
+SMALL = dict(maxT=16, V=V, L=2, H=2, C=16)
+
+
+# ----------------------------------------------------------------------------------------
+# The writer side of the formats, written again here
+
+
+def fnv1a(data, h=2166136261):
+    for byte in data:
+        h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def layout(cfg):
+    maxT, V_, L, C = cfg["maxT"], cfg["V"], cfg["L"], cfg["C"]
+    return [("wte", (V_, C)), ("wpe", (maxT, C)),
+            ("ln1_w", (L, C)), ("ln1_b", (L, C)), ("qkv_w", (L, 3 * C, C)), ("qkv_b", (L, 3 * C)),
+            ("attproj_w", (L, C, C)), ("attproj_b", (L, C)), ("ln2_w", (L, C)), ("ln2_b", (L, C)),
+            ("fc_w", (L, 4 * C, C)), ("fc_b", (L, 4 * C)), ("fcproj_w", (L, C, 4 * C)),
+            ("fcproj_b", (L, C)), ("lnf_w", (C,)), ("lnf_b", (C,))]
+
+
+DECAYS = {"wte", "wpe", "qkv_w", "attproj_w", "fc_w", "fcproj_w"}
+
+
+def split(cfg, flat):
+    """Flat array -> {name: array with the layout shape}."""
+    out, offset = {}, 0
+    for name, shape in layout(cfg):
+        n = int(np.prod(shape))
+        out[name] = flat[offset: offset + n].reshape(shape)
+        offset += n
+    assert offset == flat.size
+    return out
+
+
+def make_params(cfg, seed, scheme=True):
+    """scheme=True: the init of docs/formats.md. False: larger random values everywhere,
+    so that a wrong tensor order or a swapped q/k/v would change the loss."""
+    rng = np.random.default_rng(seed)
+    parts = []
+    for name, shape in layout(cfg):
+        if scheme:
+            if name in ("attproj_w", "fcproj_w"):
+                t = rng.normal(0, 0.02 / math.sqrt(2 * cfg["L"]), shape)
+            elif name in DECAYS:
+                t = rng.normal(0, 0.02, shape)
+            elif name.startswith("ln") and name.endswith("_w"):
+                t = np.ones(shape)
+            else:
+                t = np.zeros(shape)
+        else:
+            if name.startswith("ln") and name.endswith("_w"):
+                t = 1.0 + rng.normal(0, 0.2, shape)
+            else:
+                t = rng.normal(0, 0.3 if name.endswith("_w") or name in DECAYS else 0.1, shape)
+        parts.append(t.astype(np.float32).reshape(-1))
+    return np.concatenate(parts)
+
+
+def write_checkpoint(path, cfg, params, step=0, m=None, v=None):
+    payload = params.astype("<f4").tobytes()
+    if m is not None:
+        payload += m.astype("<f4").tobytes() + v.astype("<f4").tobytes()
+    header = np.zeros(256, dtype="<i4")
+    header[:10] = [20261122, 1, cfg["maxT"], cfg["V"], cfg["L"], cfg["H"], cfg["C"], step,
+                   1 if m is not None else 0, params.size]
+    header[10] = np.array([fnv1a(payload)], dtype="<u4").view("<i4")[0]
+    with open(path, "wb") as f:
+        f.write(header.tobytes() + payload)
+
+
+def write_shard(path, tokens, magic=20240520, version=1, count=None):
+    header = np.zeros(256, dtype="<i4")
+    header[:3] = [magic, version, len(tokens) if count is None else count]
+    with open(path, "wb") as f:
+        f.write(header.tobytes() + np.asarray(tokens, dtype="<u2").tobytes())
+
+
+def expected_batches(shards, B, T, steps):
+    """The loader order of docs/formats.md (rank 0 of world 1), simulated on token lists."""
+    shard, pos, out = 0, 0, []
+    for _ in range(steps):
+        tokens = shards[shard]
+        out.append((tokens[pos: pos + B * T].reshape(B, T), tokens[pos + 1: pos + B * T + 1].reshape(B, T)))
+        pos += B * T
+        if pos + B * T + 1 > len(tokens):
+            shard, pos = (shard + 1) % len(shards), 0
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# An independent forward pass and AdamW step in numpy (float64)
+
+
+def np_layernorm(x, w, b):
+    mean = x.mean(-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5) * w + b
+
+
+def np_loss(cfg, flat, x, y):
+    P = {k: v.astype(np.float64) for k, v in split(cfg, flat).items()}
+    B, T = x.shape
+    C, H = cfg["C"], cfg["H"]
+    Q = C // H
+    h = P["wte"][x] + P["wpe"][:T]
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    for l in range(cfg["L"]):
+        a = np_layernorm(h, P["ln1_w"][l], P["ln1_b"][l])
+        qkv = a @ P["qkv_w"][l].T + P["qkv_b"][l]
+        att = np.zeros((B, T, C))
+        for head in range(H):
+            q = qkv[:, :, head * Q:(head + 1) * Q]
+            k = qkv[:, :, C + head * Q: C + (head + 1) * Q]
+            v = qkv[:, :, 2 * C + head * Q: 2 * C + (head + 1) * Q]
+            s = q @ k.transpose(0, 2, 1) / math.sqrt(Q)
+            s[:, future] = -np.inf
+            p = np.exp(s - s.max(-1, keepdims=True))
+            att[:, :, head * Q:(head + 1) * Q] = (p / p.sum(-1, keepdims=True)) @ v
+        h = h + att @ P["attproj_w"][l].T + P["attproj_b"][l]
+        a = np_layernorm(h, P["ln2_w"][l], P["ln2_b"][l])
+        f = a @ P["fc_w"][l].T + P["fc_b"][l]
+        f = 0.5 * f * (1 + np.tanh(math.sqrt(2 / math.pi) * (f + 0.044715 * f ** 3)))
+        h = h + f @ P["fcproj_w"][l].T + P["fcproj_b"][l]
+    h = np_layernorm(h, P["lnf_w"], P["lnf_b"])
+    logits = h @ P["wte"].T
+    top = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
+    return float(np.mean(lse - np.take_along_axis(logits, y[..., None], -1)[..., 0]))
+
+
+def np_adamw(cfg, p, g, m, v, t, lr, wd, b1, b2, eps, clip, norm):
+    """One AdamW step of docs/formats.md on flat float64 arrays."""
+    scale = min(1.0, clip / (norm + 1e-6)) if clip > 0 else 1.0
+    g = g * scale
+    decay = np.concatenate([np.full(int(np.prod(s)), wd if n in DECAYS else 0.0) for n, s in layout(cfg)])
+    p = p * (1 - lr * decay)
+    m = b1 * m + (1 - b1) * g
+    v = b2 * v + (1 - b2) * g * g
+    return p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+
+
+def lr_at(step, steps, lr, warmup, min_frac):
+    floor = lr * min_frac
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    return floor + 0.5 * (lr - floor) * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+
+# ----------------------------------------------------------------------------------------
+
+
+class ReferenceTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.dir = self._tmp.name
+        self.rng = np.random.default_rng(1234)
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def run_ref(self, *args, expect=0):
+        proc = subprocess.run([sys.executable, REFERENCE, *map(str, args)],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != expect:
+            self.fail(f"exit {proc.returncode} (expected {expect}) for {args}\n"
+                      f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def train(self, ckpt, data, *extra, B=2, T=8, steps=1):
+        out = self.path("out.json")
+        self.run_ref("--checkpoint", ckpt, "--data", data, "--batch", B, "--seq", T, "--steps", steps,
+                     "--out", out, *extra)
+        with open(out) as f:
+            return json.load(f)
+
+    def small_setup(self, seed=0, scheme=False, n_tokens=2000):
+        params = make_params(SMALL, seed, scheme=scheme)
+        ckpt = self.path(f"small_{seed}.ckpt")
+        write_checkpoint(ckpt, SMALL, params)
+        tokens = self.rng.integers(0, V, n_tokens).astype(np.uint16)
+        shard = self.path("one_train_000.bin")
+        write_shard(shard, tokens)
+        return params, ckpt, shard, tokens
+
+    def read_f32(self, path, n):
+        data = np.fromfile(path, dtype="<f4")
+        self.assertEqual(data.size, n, f"{path}: {data.size} floats, expected {n}")
+        return data
+
+    # -- tests -------------------------------------------------------------------------
+
+    def test_fnv1a_fast_matches_definition(self):
+        self.assertEqual(gpt2_reference.fnv1a32(np.frombuffer(b"", np.uint8)), 0x811C9DC5)
+        self.assertEqual(gpt2_reference.fnv1a32(np.frombuffer(b"a", np.uint8)), 0xE40C292C)
+        self.assertEqual(gpt2_reference.fnv1a32(np.frombuffer(b"foobar", np.uint8)), 0xBF9CF968)
+        for n in (1, 7, 1000, (1 << 18) - 1, (1 << 18) + 3, 3 << 17):
+            data = self.rng.integers(0, 256, n, dtype=np.uint8)
+            self.assertEqual(gpt2_reference.fnv1a32(data), fnv1a(data.tobytes()), f"n={n}")
+            self.assertEqual(gpt2_reference.fnv1a32(data, chunk=64), fnv1a(data.tobytes()), f"n={n}")
+
+    def test_parameter_round_trip(self):
+        params, ckpt, shard, _ = self.small_setup()
+        n = params.size
+        for pad in (1, 64):
+            out_p, out_g = self.path(f"p{pad}.bin"), self.path(f"g{pad}.bin")
+            # lr 0: AdamW changes nothing, so the parameters come back bit for bit
+            res = self.train(ckpt, shard, "--lr", 0, "--weight-decay", 0, "--vocab-pad", pad,
+                             "--params-out", out_p, "--grads-out", out_g)
+            np.testing.assert_array_equal(self.read_f32(out_p, n), params)
+            grads = self.read_f32(out_g, n)
+            self.assertTrue(np.all(np.isfinite(grads)) and np.any(grads != 0))
+            exact = float(np.linalg.norm(grads.astype(np.float64)))
+            self.assertLess(abs(res["grad_norms"][0] - exact), 1e-6 * exact)
+            self.assertEqual(res["config"], dict(SMALL, params=n))
+            for key in ("torch_version", "device", "device_name", "settings", "losses", "grad_norms",
+                        "lrs", "step_ms", "tokens_per_s_median", "peak_memory_bytes"):
+                self.assertIn(key, res)
+            self.assertEqual(res["settings"]["padded_vocab"], -(-V // pad) * pad)
+
+    def test_losses_match_numpy_forward_and_loader_order(self):
+        params = make_params(SMALL, 5, scheme=False)
+        ckpt = self.path("fwd.ckpt")
+        write_checkpoint(ckpt, SMALL, params)
+        B, T, steps = 2, 8, 6
+        data = self.path("data")
+        os.mkdir(data)
+        shards = [self.rng.integers(0, V, 2 * B * T + 5).astype(np.uint16),  # two batches
+                  self.rng.integers(0, V, B * T + 1).astype(np.uint16)]      # exactly one
+        write_shard(os.path.join(data, "x_train_000.bin"), shards[0])
+        write_shard(os.path.join(data, "x_train_001.bin"), shards[1])
+        write_shard(os.path.join(data, "x_val_000.bin"), [1, 2, 3], magic=1)  # must not be read
+        res = self.train(ckpt, data, "--lr", 0, "--weight-decay", 0, B=B, T=T, steps=steps)
+        for step, (x, y) in enumerate(expected_batches(shards, B, T, steps)):
+            want = np_loss(SMALL, params, x.astype(np.int64), y.astype(np.int64))
+            self.assertLess(abs(res["losses"][step] - want), 1e-5 * want, f"step {step}")
+
+    def test_adamw_step_and_schedule(self):
+        params, ckpt, shard, tokens = self.small_setup(seed=2)
+        out_p, out_g = self.path("p.bin"), self.path("g.bin")
+        hp = dict(lr=1e-2, wd=0.5, b1=0.8, b2=0.9, eps=1e-6, clip=0.05)
+        res = self.train(ckpt, shard, "--lr", hp["lr"], "--weight-decay", hp["wd"], "--beta1", hp["b1"],
+                         "--beta2", hp["b2"], "--eps", hp["eps"], "--grad-clip", hp["clip"],
+                         "--warmup", 2, "--min-lr-frac", 0.2, "--params-out", out_p, "--grads-out", out_g,
+                         steps=5)
+        self.assertGreater(res["grad_norms"][0], hp["clip"], "the test wants clipping to happen")
+        for s in range(5):
+            self.assertAlmostEqual(res["lrs"][s], lr_at(s, 5, hp["lr"], 2, 0.2), places=15)
+        # replay: step 0 in numpy from the written gradients, then compare after one step
+        out_p1 = self.path("p1.bin")
+        res1 = self.train(ckpt, shard, "--lr", hp["lr"], "--weight-decay", hp["wd"], "--beta1", hp["b1"],
+                          "--beta2", hp["b2"], "--eps", hp["eps"], "--grad-clip", hp["clip"],
+                          "--params-out", out_p1, steps=1)
+        g = self.read_f32(out_g, params.size).astype(np.float64)
+        z = np.zeros_like(g)
+        want = np_adamw(SMALL, params.astype(np.float64), g, z, z, 1, hp["lr"], hp["wd"], hp["b1"],
+                        hp["b2"], hp["eps"], hp["clip"], res1["grad_norms"][0])
+        got = self.read_f32(out_p1, params.size)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-6)
+        self.assertGreater(np.abs(got - params).max(), 5e-3)  # it did move
+
+    def test_resume_uses_optimizer_state_and_step(self):
+        params, _, shard, tokens = self.small_setup(seed=3, scheme=False)
+        n = params.size
+        m = (self.rng.normal(0, 1e-3, n)).astype(np.float32)
+        v = (m.astype(np.float64) ** 2 + self.rng.uniform(1e-8, 1e-6, n)).astype(np.float32)
+        ckpt = self.path("resume.ckpt")
+        write_checkpoint(ckpt, SMALL, params, step=4, m=m, v=v)
+        out_p, out_g = self.path("p.bin"), self.path("g.bin")
+        B, T, steps, lr = 2, 8, 6, 3e-3
+        res = self.train(ckpt, shard, "--resume", "--lr", lr, "--params-out", out_p, "--grads-out", out_g,
+                         B=B, T=T, steps=steps)
+        self.assertEqual(len(res["losses"]), 2)  # steps 4 and 5 of 6
+        self.assertAlmostEqual(res["lrs"][0], lr_at(4, steps, lr, 0, 0.1), places=15)
+        # the data order continues at batch 4
+        x, y = expected_batches([tokens], B, T, 5)[4]
+        want_loss = np_loss(SMALL, params, x.astype(np.int64), y.astype(np.int64))
+        self.assertLess(abs(res["losses"][0] - want_loss), 1e-5 * want_loss)
+        # one step from the checkpoint's moments with AdamW's step count t = 5
+        out_p1 = self.path("p1.bin")
+        res1 = self.train(ckpt, shard, "--resume", "--lr", lr, "--params-out", out_p1, B=B, T=T, steps=5)
+        g = self.read_f32(out_g, n).astype(np.float64)
+        want = np_adamw(SMALL, params.astype(np.float64), g, m.astype(np.float64), v.astype(np.float64), 5,
+                        lr_at(4, 5, lr, 0, 0.1), 0.1, 0.9, 0.95, 1e-8, 1.0, res1["grad_norms"][0])
+        np.testing.assert_allclose(self.read_f32(out_p1, n), want, rtol=0, atol=1e-6)
+
+    def test_loss_at_init_is_ln_vocab(self):
+        _, ckpt, shard, _ = self.small_setup(seed=4, scheme=True)
+        res = self.train(ckpt, shard, B=4, T=16)
+        self.assertLess(abs(res["losses"][0] - math.log(V)), 0.1, res["losses"])
+        out = self.path("micro.json")
+        self.run_ref("--model", "micro", "--init-seed", 7, "--data", shard, "--batch", 2, "--seq", 32,
+                     "--steps", 1, "--out", out)
+        with open(out) as f:
+            micro = json.load(f)
+        self.assertEqual(micro["config"]["params"], 3320640)
+        self.assertLess(abs(micro["losses"][0] - math.log(V)), 0.1, micro["losses"])
+
+    def test_overfit_one_batch(self):
+        B, T = 2, 8
+        params, ckpt, _, _ = self.small_setup(seed=6, scheme=True)
+        shard = self.path("tiny_train_000.bin")
+        write_shard(shard, self.rng.integers(0, V, B * T + 1))  # every batch is the same one
+        res = self.train(ckpt, shard, "--lr", 1e-2, "--warmup", 2, B=B, T=T, steps=30)
+        losses = res["losses"]
+        self.assertLess(losses[-1], 0.5 * losses[0], losses)
+        self.assertLess(np.mean(losses[-5:]), np.mean(losses[5:10]), losses)
+
+    def test_vocab_padding_does_not_change_losses(self):
+        params, ckpt, shard, _ = self.small_setup(seed=8, scheme=True)
+        runs = {}
+        for pad in (1, 64, 128):
+            g, p = self.path(f"g{pad}.bin"), self.path(f"p{pad}.bin")
+            res = self.train(ckpt, shard, "--lr", 3e-3, "--vocab-pad", pad, "--grads-out", g,
+                             "--params-out", p, steps=6)
+            runs[pad] = (res, self.read_f32(g, params.size), self.read_f32(p, params.size))
+        base, g1, p1 = runs[1]
+        for pad in (64, 128):
+            res, g, p = runs[pad]
+            for a, b in zip(res["losses"], base["losses"]):
+                self.assertLess(abs(a - b), 1e-5 * abs(b), f"pad {pad}: {res['losses']} vs {base['losses']}")
+            np.testing.assert_allclose(g, g1, rtol=0, atol=1e-6)
+            np.testing.assert_allclose(p, p1, rtol=0, atol=1e-5)
+
+    def assert_one_line_error(self, args, *words):
+        proc = self.run_ref(*args, expect=2)
+        lines = proc.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, proc.stderr)
+        for word in words:
+            self.assertIn(word, lines[0])
+
+    def test_corrupt_checkpoints(self):
+        params, ckpt, shard, _ = self.small_setup()
+        with open(ckpt, "rb") as f:
+            good = bytearray(f.read())
+        bad = self.path("bad.ckpt")
+        common = ["--checkpoint", bad, "--data", shard, "--batch", 2, "--seq", 8, "--steps", 1]
+
+        def check(data, *words):
+            with open(bad, "wb") as f:
+                f.write(data)
+            self.assert_one_line_error(common, *words)
+
+        magic = bytearray(good)
+        magic[0] ^= 0xFF
+        check(magic, "bad magic")
+        flipped = bytearray(good)
+        flipped[1024 + 4 * 12345 + 2] ^= 0x10
+        check(flipped, "checksum")
+        check(good[:-4], "size")
+        version = bytearray(good)
+        version[4] = 7
+        check(version, "version")
+        os.remove(bad)
+        self.assert_one_line_error(common, "missing")
+        self.assert_one_line_error(["--checkpoint", ckpt, "--data", shard, "--resume"], "optimizer state")
+        self.assert_one_line_error(["--checkpoint", ckpt, "--data", shard, "--seq", 17], "maxT")
+
+    def test_bad_shards(self):
+        _, ckpt, _, _ = self.small_setup()
+        tokens = self.rng.integers(0, V, 100)
+        bad = self.path("bad_train_000.bin")
+        common = ["--checkpoint", ckpt, "--data", bad, "--batch", 2, "--seq", 8, "--steps", 1]
+        cases = [
+            (dict(magic=20240521), "bad magic"),
+            (dict(version=2), "version"),
+            (dict(count=101), "size"),
+        ]
+        for kw, word in cases:
+            write_shard(bad, tokens, **kw)
+            self.assert_one_line_error(common, word)
+        write_shard(bad, tokens[:16])  # a batch needs B*T + 1 = 17 tokens
+        self.assert_one_line_error(common, "needs 17")
+        write_shard(bad, np.full(100, V))  # token V is outside the vocabulary
+        self.assert_one_line_error(common, "vocabulary")
+        empty_dir = self.path("empty")
+        os.mkdir(empty_dir)
+        self.assert_one_line_error(["--checkpoint", ckpt, "--data", empty_dir, "--seq", 8], "no *_train_*.bin")
+
+    def test_options_this_torch_lacks(self):
+        _, ckpt, shard, _ = self.small_setup()
+        common = ["--checkpoint", ckpt, "--data", shard, "--batch", 2, "--seq", 8, "--steps", 1]
+        if not torch.cuda.is_available():
+            self.assert_one_line_error(common + ["--device", "cuda"], "CUDA")
+        if int(torch.__version__.split(".")[0]) < 2:
+            self.assert_one_line_error(common + ["--attention", "sdpa"], "PyTorch >= 2.0")
+            self.assert_one_line_error(common + ["--compile"], "PyTorch >= 2.0")
+        self.assert_one_line_error(common + ["--batch", 0], "--batch")
+        self.assert_one_line_error(["--data", shard], "--checkpoint")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
