@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 
 #include "cpu/ops.h"
+#include "train/precision.h"
 
 namespace gpt {
 
@@ -19,6 +20,7 @@ struct CpuReference {
     static constexpr bool kIsGpu = false;
     static constexpr int kVocabMultiple = 1;  // no vocabulary padding
     using act_t = float;
+    static constexpr Precision kPrecision = Precision::FP32;
 
     struct Context {};
 
@@ -139,8 +141,10 @@ struct CpuReference {
 
     struct Optimizer {
         static double sum_squares(Context&, const float* grads, size_t n) { return cpu::sum_squares(grads, n); }
-        static void adamw(Context&, float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale) {
+        // act_copy: always null here (the CPU reference has no second copy of the weights).
+        static void adamw(Context&, float* params, float* /*act_copy*/, const float* grads, float* m, float* v,
+                          size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t,
+                          float grad_scale) {
             cpu::adamw_update(params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
         }
     };

@@ -39,6 +39,7 @@ struct CudaBackend {
         Context& operator=(const Context&) = delete;
         cudaStream_t stream = nullptr;
         cuda::GemmContext gemm;
+        cuda::DeviceBuffer<double> reduction{16};  // results of device-wide sums (gradient norm)
     };
 
     static void check_device() { cuda::require_device(); }

@@ -3,8 +3,9 @@
 //     C[M x N] = alpha · op(A) · op(B) + beta · C        op(X) = X or Xᵀ
 //
 // optionally batched (strided). The stages differ only in the arguments: the element types
-// (fp32, then bf16) and the compute type — CUBLAS_COMPUTE_32F (fp32 math, no tensor cores for
-// fp32 data) in stage 00, CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores) from stage 01.
+// (fp32, then bf16) and the compute type: CUBLAS_COMPUTE_32F (fp32 math, no tensor cores for
+// fp32 data) in stage 00, CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores on fp32 data) in stage 01,
+// and CUBLAS_COMPUTE_32F again with bf16 data from stage 02 (bf16 tensor cores, fp32 sums).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>

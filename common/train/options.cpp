@@ -22,12 +22,12 @@ TrainOptions default_options(bool gpu) {
         o.model = "tiny";
         o.batch = 8;
         o.seq = 64;
-        o.steps = 120;
-        o.lr = 2e-3f;
+        o.steps = 200;
+        o.lr = 3e-3f;
         o.warmup = 10;
-        o.val_every = 40;
+        o.val_every = 50;
         o.val_batches = 4;
-        o.sample_every = 60;
+        o.sample_every = 100;
         o.sample_tokens = 48;
     }
     return o;

@@ -54,7 +54,7 @@ TEST(CpuOps, MatmulForwardMatchesDirectSum) {
             for (int c = 0; c < C; ++c) s += double(x[n * C + c]) * w[o * C + c];
             expected[n * OC + o] = static_cast<float>(s);
         }
-    EXPECT_TRUE(all_close("matmul forward", out, expected, kKernelFp32));
+    EXPECT_TRUE(all_close("matmul forward", out, expected, kFp32));
 }
 
 TEST(CpuOps, MatmulBackward) {
@@ -173,7 +173,7 @@ TEST(CpuOps, SoftmaxCrossEntropyIgnoresPaddedColumns) {
     Vec loss1(N), loss2(N), probs1(N * V), probs2(N * Vp);
     cpu::softmax_crossentropy_forward(loss1.data(), probs1.data(), logits.data(), targets.data(), N, V, V);
     cpu::softmax_crossentropy_forward(loss2.data(), probs2.data(), padded.data(), targets.data(), N, V, Vp);
-    EXPECT_TRUE(all_close("padded loss", loss2, loss1, kKernelFp32));
+    EXPECT_TRUE(all_close("padded loss", loss2, loss1, kFp32));
     for (int n = 0; n < N; ++n) {
         double s = 0;
         for (int v = 0; v < V; ++v) s += probs2[n * Vp + v];

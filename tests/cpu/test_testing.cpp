@@ -20,7 +20,7 @@ std::vector<float> sample_data() {
 
 TEST(Compare, EqualTensorsPass) {
     const auto e = sample_data();
-    EXPECT_TRUE(all_close("same", e, e, kKernelFp32));
+    EXPECT_TRUE(all_close("same", e, e, kFp32));
     EXPECT_TRUE(rel_l2_close("same", e, e, 1e-6));
 }
 
@@ -28,14 +28,14 @@ TEST(Compare, SmallErrorWithinTolerancePasses) {
     const auto e = sample_data();
     auto a = e;
     for (auto& x : a) x *= 1.0f + 1e-6f;
-    EXPECT_TRUE(all_close("tiny error", a, e, kKernelFp32));
+    EXPECT_TRUE(all_close("tiny error", a, e, kFp32));
 }
 
 TEST(Compare, OneWrongValueFails) {
     const auto e = sample_data();
     auto a = e;
     a[617] += 0.01f;
-    const auto r = all_close("wrong value", a, e, kKernelFp32);
+    const auto r = all_close("wrong value", a, e, kFp32);
     EXPECT_FALSE(r);
     EXPECT_NE(std::string(r.message()).find("[617]"), std::string::npos) << r.message();
     EXPECT_FALSE(rel_l2_close("wrong value", a, e, 1e-6));
@@ -45,7 +45,7 @@ TEST(Compare, NaNInActualFails) {
     const auto e = sample_data();
     auto a = e;
     a[3] = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_FALSE(all_close("nan", a, e, kKernelBf16));
+    EXPECT_FALSE(all_close("nan", a, e, kBf16));
     EXPECT_FALSE(rel_l2_close("nan", a, e, 1.0));
 }
 
@@ -53,12 +53,12 @@ TEST(Compare, NaNInExpectedFails) {
     auto e = sample_data();
     const auto a = e;
     e[5] = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_FALSE(all_close("nan expected", a, e, kKernelBf16));
+    EXPECT_FALSE(all_close("nan expected", a, e, kBf16));
 }
 
 TEST(Compare, AllNaNFails) {
     const std::vector<float> a(100, std::nanf("")), e(100, std::nanf(""));
-    EXPECT_FALSE(all_close("all nan", a, e, kKernelBf16));
+    EXPECT_FALSE(all_close("all nan", a, e, kBf16));
     EXPECT_FALSE(rel_l2_close("all nan", a, e, 1.0));
 }
 
@@ -66,14 +66,14 @@ TEST(Compare, InfinityFails) {
     const auto e = sample_data();
     auto a = e;
     a[0] = std::numeric_limits<float>::infinity();
-    EXPECT_FALSE(all_close("inf", a, e, kKernelBf16));
+    EXPECT_FALSE(all_close("inf", a, e, kBf16));
 }
 
 TEST(Compare, UnwrittenElementFails) {
     const auto e = sample_data();
     auto a = e;
     a[999] = poison_value();
-    const auto r = all_close("unwritten", a, e, kKernelBf16);
+    const auto r = all_close("unwritten", a, e, kBf16);
     EXPECT_FALSE(r);
     EXPECT_NE(std::string(r.message()).find("never written"), std::string::npos) << r.message();
 }
@@ -92,20 +92,20 @@ TEST(Compare, SizeMismatchFails) {
     const auto e = sample_data();
     auto a = e;
     a.pop_back();
-    EXPECT_FALSE(all_close("size", a, e, kKernelFp32));
+    EXPECT_FALSE(all_close("size", a, e, kFp32));
     EXPECT_FALSE(rel_l2_close("size", a, e, 1.0));
 }
 
 TEST(Compare, TolerancesGrowWithLowerPrecision) {
-    EXPECT_LT(kKernelFp32.rtol, kKernelTf32.rtol);
-    EXPECT_LT(kKernelTf32.rtol, kKernelBf16.rtol);
+    EXPECT_LT(kFp32.rtol, kTf32.rtol);
+    EXPECT_LT(kTf32.rtol, kBf16.rtol);
     EXPECT_LT(model_rel_l2(Precision::FP32), model_rel_l2(Precision::TF32));
     // a bf16-sized error fails the fp32 and tf32 tolerances
     const auto e = sample_data();
     auto a = e;
     for (auto& x : a) x *= 1.0f + 1.0f / 128.0f;
-    EXPECT_FALSE(all_close("bf16 error", a, e, kKernelFp32));
-    EXPECT_FALSE(all_close("bf16 error", a, e, kKernelTf32));
+    EXPECT_FALSE(all_close("bf16 error", a, e, kFp32));
+    EXPECT_FALSE(all_close("bf16 error", a, e, kTf32));
 }
 
 TEST(RandomInputs, AreNotUniformAndNotZero) {

@@ -1,0 +1,149 @@
+// Stage 00: causal self-attention as the textbook writes it, materialising the B x NH x T x T
+// score matrix:
+//     q, k, v  = split qkv[B,T,3C] into heads, each [B,NH,T,HS]
+//     att      = softmax_causal(q · kᵀ / sqrt(HS))      [B,NH,T,T], saved for backward
+//     y        = att · v                                 [B,NH,T,HS], merged back to [B,T,C]
+// The two products are batched matmuls (one per batch and head); the softmax is one thread
+// per row. Stage 03 replaces all of this with one fused kernel that never stores att.
+#pragma once
+#include <cmath>
+
+#include "cuda/backend.cuh"
+
+namespace gpt::stage00 {
+
+// Element i of a [B,NH,T,HS] head tensor is element (b, t, h*HS + d) of the [B,T,(NH,HS)] rows
+// of a projection; this is its offset there, for rows row_stride apart.
+__device__ inline size_t row_offset_of_head_element(size_t i, int row_stride, int T, int NH, int HS) {
+    const int d = i % HS;
+    const int t = (i / HS) % T;
+    const int h = (i / (size_t(HS) * T)) % NH;
+    const size_t b = i / (size_t(HS) * T * NH);
+    return (b * T + t) * row_stride + h * HS + d;
+}
+
+// Rows to heads (splitting q, k, v out of qkv), one thread per element.
+template <class Act>
+__global__ void heads_from_rows_kernel(Act* dst, const Act* src, int row_stride, int B, int T, int NH, int HS) {
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i < size_t(B) * NH * T * HS) dst[i] = src[row_offset_of_head_element(i, row_stride, T, NH, HS)];
+}
+
+// Heads to rows (merging the heads' outputs, or dq, dk, dv into dqkv).
+template <class Act>
+__global__ void rows_from_heads_kernel(Act* dst, int row_stride, const Act* src, int B, int T, int NH, int HS) {
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i < size_t(B) * NH * T * HS) dst[row_offset_of_head_element(i, row_stride, T, NH, HS)] = src[i];
+}
+
+// In place on one row of scores per thread: row t keeps columns 0..t (the past and itself),
+// softmax over them in float, and zeros above the diagonal so that att · v can be one
+// ordinary matmul over all T columns.
+template <class Act>
+__global__ void causal_softmax_forward_kernel(Act* att, int rows, int T) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const int t = r % T;
+    Act* a = att + size_t(r) * T;
+    float maxv = -INFINITY;
+    for (int j = 0; j <= t; ++j) maxv = fmaxf(maxv, to_float(a[j]));
+    float sum = 0.0f;
+    for (int j = 0; j <= t; ++j) sum += expf(to_float(a[j]) - maxv);
+    const float inv = 1.0f / sum;
+    for (int j = 0; j <= t; ++j) a[j] = from_float<Act>(expf(to_float(a[j]) - maxv) * inv);
+    for (int j = t + 1; j < T; ++j) a[j] = from_float<Act>(0.0f);
+}
+
+// d(scores) = att * (d(att) - sum_j att_j * d(att)_j), in place over d(att); zero above the
+// diagonal (those scores were masked, they get no gradient).
+template <class Act>
+__global__ void causal_softmax_backward_kernel(Act* datt, const Act* att, int rows, int T) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const int t = r % T;
+    const Act* a = att + size_t(r) * T;
+    Act* d = datt + size_t(r) * T;
+    float dot = 0.0f;
+    for (int j = 0; j <= t; ++j) dot += to_float(a[j]) * to_float(d[j]);
+    for (int j = 0; j <= t; ++j) d[j] = from_float<Act>(to_float(a[j]) * (to_float(d[j]) - dot));
+    for (int j = t + 1; j < T; ++j) d[j] = from_float<Act>(0.0f);
+}
+
+template <cublasComputeType_t kCompute>
+struct MaterializedAttention {
+    // Saved for backward: att, B x NH x T x T.
+    static size_t saved_bytes(size_t B, size_t T, size_t, size_t NH, size_t act_bytes) {
+        return B * NH * T * T * act_bytes;
+    }
+    // Scratch: q, k, v, then y (forward) or dy, dq, dk, dv (backward), B·T·C each, and
+    // d(att), B·NH·T·T.
+    static size_t scratch_bytes(size_t B, size_t T, size_t C, size_t NH, size_t act_bytes) {
+        return (7 * B * T * C + B * NH * T * T) * act_bytes;
+    }
+
+    template <class Act>
+    static void forward(CudaBackend::Context& ctx, Act* out, void* saved, const Act* qkv, int B, int T, int C, int NH,
+                        void* scratch) {
+        const int HS = C / NH;
+        const size_t n = size_t(B) * T * C;
+        Act* att = static_cast<Act*>(saved);
+        Act *q = static_cast<Act*>(scratch), *k = q + n, *v = k + n, *y = v + n;
+        split(ctx, q, k, v, qkv, B, T, C, NH);
+        // scores = q · kᵀ / sqrt(HS): one T x T product per (batch, head)
+        const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+        ctx.gemm.gemm(ctx.stream, kCompute, false, true, T, T, HS, scale, q, HS, k, HS, 0.0f, att, T, B * NH,
+                      (long long)T * HS, (long long)T * HS, (long long)T * T);
+        const int rows = B * NH * T;
+        causal_softmax_forward_kernel<<<cuda::ceil_div(rows, 256), 256, 0, ctx.stream>>>(att, rows, T);
+        LAUNCH_CHECK();
+        ctx.gemm.gemm(ctx.stream, kCompute, false, false, T, HS, T, 1.0f, att, T, v, HS, 0.0f, y, HS, B * NH,
+                      (long long)T * T, (long long)T * HS, (long long)T * HS);
+        rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, C, y, B, T, NH, HS);
+        LAUNCH_CHECK();
+    }
+
+    template <class Act>
+    static void backward(CudaBackend::Context& ctx, Act* dqkv, const Act* dout, const Act* qkv, const Act* /*out*/,
+                         const void* saved, int B, int T, int C, int NH, void* scratch) {
+        const int HS = C / NH;
+        const size_t n = size_t(B) * T * C;
+        const Act* att = static_cast<const Act*>(saved);
+        Act *q = static_cast<Act*>(scratch), *k = q + n, *v = k + n, *dy = v + n;  // dy takes y's place
+        Act *dq = dy + n, *dk = dq + n, *dv = dk + n, *datt = dv + n;
+        split(ctx, q, k, v, qkv, B, T, C, NH);  // cheaper to redo than to keep for every layer
+        heads_from_rows_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(dy, dout, C, B, T, NH, HS);
+        LAUNCH_CHECK();
+        const long long tt = (long long)T * T, th = (long long)T * HS;
+        // through y = att · v
+        ctx.gemm.gemm(ctx.stream, kCompute, false, true, T, T, HS, 1.0f, dy, HS, v, HS, 0.0f, datt, T, B * NH, th, th, tt);
+        ctx.gemm.gemm(ctx.stream, kCompute, true, false, T, HS, T, 1.0f, att, T, dy, HS, 0.0f, dv, HS, B * NH, tt, th, th);
+        // through the softmax
+        const int rows = B * NH * T;
+        causal_softmax_backward_kernel<<<cuda::ceil_div(rows, 256), 256, 0, ctx.stream>>>(datt, att, rows, T);
+        LAUNCH_CHECK();
+        // through scores = q · kᵀ · scale
+        const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+        ctx.gemm.gemm(ctx.stream, kCompute, false, false, T, HS, T, scale, datt, T, k, HS, 0.0f, dq, HS, B * NH, tt, th, th);
+        ctx.gemm.gemm(ctx.stream, kCompute, true, false, T, HS, T, scale, datt, T, q, HS, 0.0f, dk, HS, B * NH, tt, th, th);
+        for (int part = 0; part < 3; ++part) {
+            const Act* src = part == 0 ? dq : part == 1 ? dk : dv;
+            rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv + part * C, 3 * C, src, B, T, NH,
+                                                                                   HS);
+            LAUNCH_CHECK();
+        }
+    }
+
+  private:
+    template <class Act>
+    static void split(CudaBackend::Context& ctx, Act* q, Act* k, Act* v, const Act* qkv, int B, int T, int C, int NH) {
+        const size_t n = size_t(B) * T * C;
+        Act* parts[3] = {q, k, v};
+        for (int part = 0; part < 3; ++part) {
+            heads_from_rows_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(parts[part], qkv + part * C, 3 * C, B,
+                                                                                   T, NH, C / NH);
+            LAUNCH_CHECK();
+        }
+    }
+};
+
+}  // namespace gpt::stage00

@@ -1,0 +1,41 @@
+// Stage 00: the linear layers, y = x Wᵀ + b, on cuBLAS(Lt) with a separate bias kernel.
+// The compute type is a template argument: stage 00 uses CUBLAS_COMPUTE_32F, which for fp32
+// data means plain fp32 arithmetic (no tensor cores); stage 01 changes only this argument.
+#pragma once
+#include "cuda/backend.cuh"
+#include "elementwise.cuh"
+
+namespace gpt::stage00 {
+
+template <class Act>
+__global__ void add_bias_kernel(Act* out, const Act* bias, int N, int OC) {
+    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
+    if (i < size_t(N) * OC) out[i] = from_float<Act>(to_float(out[i]) + to_float(bias[i % OC]));
+}
+
+template <cublasComputeType_t kCompute>
+struct CublasMatmul {
+    static constexpr cublasComputeType_t compute_type = kCompute;
+
+    // out[N,OC] = inp[N,C] · weight[OC,C]ᵀ + bias[OC]  (bias may be null)
+    template <class Act>
+    static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, const Act* weight, const Act* bias,
+                        int N, int C, int OC) {
+        ctx.gemm.gemm(ctx.stream, kCompute, false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+        if (bias) {
+            add_bias_kernel<<<cuda::ceil_div(size_t(N) * OC, 256), 256, 0, ctx.stream>>>(out, bias, N, OC);
+            LAUNCH_CHECK();
+        }
+    }
+
+    // dinp = dout · weight;  dweight += doutᵀ · inp (fp32 gradients);  dbias += column sums of dout
+    template <class Act>
+    static void backward(CudaBackend::Context& ctx, Act* dinp, float* dweight, float* dbias, const Act* dout,
+                         const Act* inp, const Act* weight, int N, int C, int OC) {
+        ctx.gemm.gemm(ctx.stream, kCompute, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+        ctx.gemm.gemm(ctx.stream, kCompute, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+        if (dbias) column_sum(ctx, dbias, dout, N, OC);
+    }
+};
+
+}  // namespace gpt::stage00

@@ -1,0 +1,770 @@
+// The GPU tests of one stage. stages/CMakeLists.txt compiles this file once per stage, with
+// `using TestStage = gpt::StageNN;` defined before it is included (tests/gpu/test_stage.cu.in).
+//
+//   Kernels  every op of the stage, forward and backward, against the fp32 CPU reference ops
+//            (common/cpu/ops.h), on fresh random inputs of sizes that are not tile multiples
+//   Matmul   the matmuls use the arithmetic the stage declares: fp32, TF32 or bf16
+//   Model    the whole trainer: step-0 loss and gradients against the CPU reference, the
+//            loss curve against PyTorch, and no device allocation during a training step
+//
+// Every test runs in the GpuTest fixture, which skips it on a machine without a GPU (and fails
+// it instead when REQUIRE_GPU=1). How to run them: tests/gpu/README.md.
+//
+// The ops are called exactly as the model graph calls them (common/train/gpt.h): activations
+// and layer parameters in the stage's act_t; parameter gradients, LayerNorm statistics, losses,
+// probabilities and optimizer state in fp32. Inputs are rounded to act_t before the CPU
+// reference sees them, so a comparison measures the kernel's error and nothing else.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu/ops.h"
+#include "cpu/reference_stage.h"
+#include "model/params.h"
+#include "testing/compare.h"
+#include "testing/curve.h"
+#include "testing/gpu_test.cuh"
+#include "testing/reference_case.h"
+#include "testing/reference_run.h"
+#include "testing/tolerance.h"
+#include "train/gpt.h"
+#include "util/rng.h"
+
+namespace {
+
+using Act = typename TestStage::act_t;  // activations, matmul operands, layer parameters
+using Ctx = typename TestStage::Context;
+constexpr gpt::Precision kPrecision = TestStage::kPrecision;
+// Tolerances, from the one table (common/testing/tolerance.h), by what made each output:
+constexpr gpt::test::Tolerance kMatmulTol = gpt::test::matmul_tolerance(kPrecision);        // matmuls
+constexpr gpt::test::Tolerance kAttentionTol = gpt::test::attention_tolerance(kPrecision);  // attention
+constexpr gpt::test::Tolerance kActTol = gpt::test::storage_tolerance<Act>();  // fp32 math, stored as Act
+constexpr gpt::test::Tolerance kFp32Tol = gpt::test::kFp32;                   // fp32 math, stored as fp32
+
+using gpt::Rng;
+using gpt::test::all_close;
+using gpt::test::DeviceArray;
+using gpt::test::DeviceScratch;
+using gpt::test::random_normal;
+using gpt::test::random_tokens;
+using gpt::test::random_uniform;
+using gpt::test::rounded;
+using gpt::test::sync_and_check;
+using gpt::test::test_seed;
+using Vec = std::vector<float>;
+
+const char* precision_name(gpt::Precision p) {
+    switch (p) {
+        case gpt::Precision::FP32: return "FP32";
+        case gpt::Precision::TF32: return "TF32";
+        case gpt::Precision::BF16: return "BF16";
+    }
+    return "unknown";
+}
+
+Vec zeros(size_t n) { return Vec(n, 0.0f); }
+
+// A random starting value for an accumulating output (parameter gradients, LayerNorm's dinp),
+// as large as the increment the op adds where it adds something: an op that overwrites instead
+// of adding, or adds in the wrong place, misses the expected values by far more than the
+// tolerance.
+Vec accumulator_start(Rng& rng, const Vec& increment) {
+    double sum = 0.0;
+    size_t nonzero = 0;
+    for (float x : increment)
+        if (x != 0.0f) {
+            sum += double(x) * x;
+            ++nonzero;
+        }
+    const float scale = nonzero ? static_cast<float>(std::sqrt(sum / nonzero)) : 1.0f;
+    return random_normal(rng, increment.size(), scale);
+}
+
+// Logits with random values in the vocabulary and a large value in the padded columns: if a
+// kernel let a padded column into the softmax, every loss and probability would be wrong.
+Vec classifier_logits(Rng& rng, int N, int V, int Vp) {
+    Vec logits = random_normal(rng, size_t(N) * Vp, 3.0f);
+    for (int n = 0; n < N; ++n)
+        for (int v = V; v < Vp; ++v) logits[size_t(n) * Vp + v] = 50.0f;
+    return rounded<Act>(logits);
+}
+
+// Token ids (inputs or targets) skewed towards small ids like real text; the last one is the
+// largest id, so that the last row of wte and the last column of the logits are reached.
+std::vector<int> token_ids(Rng& rng, int n, int V) {
+    std::vector<int> ids = random_tokens(rng, n, V);
+    ids.back() = V - 1;
+    return ids;
+}
+
+// Mixed precision: the graph keeps an act_t copy of the fp32 master weights (common/train/gpt.h).
+constexpr bool kSeparateActParams = gpt::GPT<TestStage>::kSeparateActParams;
+
+// Workshop exercises (docs/workshop.md) that the tests below check besides their own op: a
+// workshop build with one of them unwritten fails these tests, and the message says where to look.
+constexpr const char* kLayerNormExercise =
+    "exercise stage00.layernorm_forward: see docs/00_fp32_baseline.md#exercise";
+constexpr const char* kMixedAdamWExercise =
+    "exercise stage02.mixed_precision_adamw: see docs/02_bf16_autocast.md#exercise";
+
+std::string adamw_trace() {
+    return kSeparateActParams ? kMixedAdamWExercise : "AdamW on fp32 master weights, no act_t copy";
+}
+
+std::string model_trace() {
+    std::string s = std::string("the whole model depends on ") + kLayerNormExercise;
+    if (kSeparateActParams) s += "; and on " + std::string(kMixedAdamWExercise);
+    return s;
+}
+
+}  // namespace
+
+// One fixture per suite, so that the test names read Kernels.*, Matmul.* and Model.*.
+class Kernels : public gpt::test::GpuTest {};
+class Matmul : public gpt::test::GpuTest {};
+class Model : public gpt::test::GpuTest {};
+
+// ---- embeddings -------------------------------------------------------------------------------
+
+struct EmbeddingCase {
+    int B, T, C, V;
+};
+const EmbeddingCase kEmbeddingCases[] = {
+    {1, 1, 36, 1000}, {2, 7, 96, 1000}, {3, 63, 100, 1000}, {1, 65, 36, 50257}, {4, 250, 96, 1000},
+};
+
+TEST_F(Kernels, EmbeddingForward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const EmbeddingCase& s : kEmbeddingCases) {
+        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " V=" << s.V);
+        const int N = s.B * s.T, maxT = s.T + 3;  // wpe has rows past T, as a model's context does
+        const std::vector<int> tokens = token_ids(rng, N, s.V);
+        const Vec wte = rounded<Act>(random_normal(rng, size_t(s.V) * s.C));
+        const Vec wpe = rounded<Act>(random_normal(rng, size_t(maxT) * s.C, 0.5f, 0.1f));
+        Vec expected(size_t(N) * s.C);
+        gpt::cpu::embedding_forward(expected.data(), tokens.data(), wte.data(), wpe.data(), s.B, s.T, s.C);
+
+        DeviceArray<int> d_tokens(tokens);
+        DeviceArray<Act> d_wte(wte), d_wpe(wpe);
+        DeviceArray<Act> d_out(size_t(N) * s.C);  // poisoned
+        TestStage::Embedding::forward(ctx, d_out.data(), d_tokens.data(), d_wte.data(), d_wpe.data(), s.B, s.T, s.C);
+        sync_and_check("Embedding::forward");
+        EXPECT_TRUE(all_close("Embedding::forward out", d_out.download(), expected, kActTol));
+    }
+}
+
+TEST_F(Kernels, EmbeddingBackward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const EmbeddingCase& s : kEmbeddingCases) {
+        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " V=" << s.V);
+        const int N = s.B * s.T, maxT = s.T + 3;
+        // Small vocabularies repeat tokens often: rows of dwte collect several positions.
+        const std::vector<int> tokens = token_ids(rng, N, s.V);
+        const Vec dout = rounded<Act>(random_normal(rng, size_t(N) * s.C));
+        // The increments alone size the starting values of the accumulated gradients.
+        Vec dwte_inc = zeros(size_t(s.V) * s.C), dwpe_inc = zeros(size_t(maxT) * s.C);
+        gpt::cpu::embedding_backward(dwte_inc.data(), dwpe_inc.data(), dout.data(), tokens.data(), s.B, s.T, s.C);
+        const Vec dwte_start = accumulator_start(rng, dwte_inc), dwpe_start = accumulator_start(rng, dwpe_inc);
+        Vec dwte_expected = dwte_start, dwpe_expected = dwpe_start;
+        gpt::cpu::embedding_backward(dwte_expected.data(), dwpe_expected.data(), dout.data(), tokens.data(), s.B, s.T,
+                                     s.C);
+
+        DeviceArray<int> d_tokens(tokens);
+        DeviceArray<Act> d_dout(dout);
+        DeviceArray<float> d_dwte(dwte_start), d_dwpe(dwpe_start);
+        TestStage::Embedding::backward(ctx, d_dwte.data(), d_dwpe.data(), d_dout.data(), d_tokens.data(), s.B, s.T,
+                                       s.C);
+        sync_and_check("Embedding::backward");
+        EXPECT_TRUE(all_close("Embedding::backward dwte (added to)", d_dwte.download(), dwte_expected, kFp32Tol));
+        EXPECT_TRUE(all_close("Embedding::backward dwpe (added to)", d_dwpe.download(), dwpe_expected, kFp32Tol));
+    }
+}
+
+// ---- LayerNorm ----------------------------------------------------------------------------------
+
+struct RowsCase {
+    int N, C;
+};
+const RowsCase kLayerNormCases[] = {{1, 36}, {63, 96}, {65, 100}, {1000, 768}};
+
+// Rows whose mean is far from 0 and whose spread changes along the row: the variance must be
+// taken around the mean. Weights near 1, biases near 0, neither constant.
+struct LayerNormInputs {
+    Vec inp, weight, bias;
+    LayerNormInputs(Rng& rng, int N, int C)
+        : inp(rounded<Act>(random_normal(rng, size_t(N) * C, 1.0f, 1.5f))),
+          weight(rounded<Act>(random_normal(rng, C, 0.2f, 1.0f))),
+          bias(rounded<Act>(random_normal(rng, C, 0.2f, 0.1f))) {}
+};
+
+TEST_F(Kernels, LayerNormForward) {
+    SCOPED_TRACE(kLayerNormExercise);
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const RowsCase& s : kLayerNormCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
+        const LayerNormInputs in(rng, s.N, s.C);
+        Vec out(size_t(s.N) * s.C), mean(s.N), rstd(s.N);
+        gpt::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), in.inp.data(), in.weight.data(),
+                                    in.bias.data(), s.N, s.C);
+
+        DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias);
+        DeviceArray<Act> d_out(out.size());
+        DeviceArray<float> d_mean(s.N), d_rstd(s.N);
+        TestStage::LayerNorm::forward(ctx, d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(), d_weight.data(),
+                                      d_bias.data(), s.N, s.C);
+        sync_and_check("LayerNorm::forward");
+        EXPECT_TRUE(all_close("LayerNorm::forward out", d_out.download(), out, kActTol));
+        EXPECT_TRUE(all_close("LayerNorm::forward mean", d_mean.download(), mean, kFp32Tol));
+        EXPECT_TRUE(all_close("LayerNorm::forward rstd", d_rstd.download(), rstd, kFp32Tol));
+    }
+}
+
+TEST_F(Kernels, LayerNormBackward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const RowsCase& s : kLayerNormCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
+        const size_t NC = size_t(s.N) * s.C;
+        const LayerNormInputs in(rng, s.N, s.C);
+        // The statistics the forward saved: both sides get the same ones.
+        Vec out(NC), mean(s.N), rstd(s.N);
+        gpt::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), in.inp.data(), in.weight.data(),
+                                    in.bias.data(), s.N, s.C);
+        const Vec dout = rounded<Act>(random_normal(rng, NC));
+        // All three outputs accumulate (dinp too: see common/cpu/ops.h).
+        Vec dinp_inc = zeros(NC), dweight_inc = zeros(s.C), dbias_inc = zeros(s.C);
+        gpt::cpu::layernorm_backward(dinp_inc.data(), dweight_inc.data(), dbias_inc.data(), dout.data(),
+                                     in.inp.data(), in.weight.data(), mean.data(), rstd.data(), s.N, s.C);
+        const Vec dinp_start = rounded<Act>(accumulator_start(rng, dinp_inc));
+        const Vec dweight_start = accumulator_start(rng, dweight_inc), dbias_start = accumulator_start(rng, dbias_inc);
+        Vec dinp_expected = dinp_start, dweight_expected = dweight_start, dbias_expected = dbias_start;
+        gpt::cpu::layernorm_backward(dinp_expected.data(), dweight_expected.data(), dbias_expected.data(),
+                                     dout.data(), in.inp.data(), in.weight.data(), mean.data(), rstd.data(), s.N,
+                                     s.C);
+
+        DeviceArray<Act> d_dout(dout), d_inp(in.inp), d_weight(in.weight), d_dinp(dinp_start);
+        DeviceArray<float> d_mean(mean), d_rstd(rstd), d_dweight(dweight_start), d_dbias(dbias_start);
+        TestStage::LayerNorm::backward(ctx, d_dinp.data(), d_dweight.data(), d_dbias.data(), d_dout.data(),
+                                       d_inp.data(), d_weight.data(), d_mean.data(), d_rstd.data(), s.N, s.C);
+        sync_and_check("LayerNorm::backward");
+        EXPECT_TRUE(all_close("LayerNorm::backward dinp (added to)", d_dinp.download(), dinp_expected, kActTol));
+        EXPECT_TRUE(all_close("LayerNorm::backward dweight (added to)", d_dweight.download(), dweight_expected, kFp32Tol));
+        EXPECT_TRUE(all_close("LayerNorm::backward dbias (added to)", d_dbias.download(), dbias_expected, kFp32Tol));
+    }
+}
+
+// ---- matmul -------------------------------------------------------------------------------------
+
+struct MatmulCase {
+    int N, C, OC;
+};
+// The shapes of the model's projections at small widths, plus the tied output projection's
+// long, odd OC (the unpadded vocabulary).
+const MatmulCase kMatmulCases[] = {
+    {1, 36, 108}, {63, 96, 288}, {65, 100, 400}, {1000, 96, 384}, {7, 64, 50257},
+};
+
+TEST_F(Kernels, MatmulForward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const MatmulCase& s : kMatmulCases) {
+        for (const bool with_bias : {true, false}) {
+            SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
+                                            << (with_bias ? " with bias" : " without bias"));
+            const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
+            const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
+            const Vec bias = rounded<Act>(random_normal(rng, s.OC, 0.5f, 0.2f));
+            Vec expected(size_t(s.N) * s.OC);
+            gpt::cpu::matmul_forward(expected.data(), inp.data(), weight.data(), with_bias ? bias.data() : nullptr,
+                                     s.N, s.C, s.OC);
+
+            DeviceArray<Act> d_inp(inp), d_weight(weight), d_bias(bias);
+            DeviceArray<Act> d_out(expected.size());
+            TestStage::Matmul::forward(ctx, d_out.data(), d_inp.data(), d_weight.data(),
+                                       with_bias ? d_bias.data() : static_cast<const Act*>(nullptr), s.N, s.C, s.OC);
+            sync_and_check("Matmul::forward");
+            EXPECT_TRUE(all_close("Matmul::forward out", d_out.download(), expected, kMatmulTol));
+        }
+    }
+}
+
+TEST_F(Kernels, MatmulBackward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const MatmulCase& s : kMatmulCases) {
+        // Without a bias gradient as well: the tied output projection has none.
+        for (const bool with_bias : {true, false}) {
+            SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
+                                            << (with_bias ? " with dbias" : " without dbias"));
+            const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
+            const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
+            const Vec dout = rounded<Act>(random_normal(rng, size_t(s.N) * s.OC));
+            // dinp is overwritten; dweight and dbias accumulate.
+            Vec dinp_expected(size_t(s.N) * s.C), dweight_inc = zeros(size_t(s.OC) * s.C), dbias_inc = zeros(s.OC);
+            gpt::cpu::matmul_backward(dinp_expected.data(), dweight_inc.data(), with_bias ? dbias_inc.data() : nullptr,
+                                      dout.data(), inp.data(), weight.data(), s.N, s.C, s.OC);
+            const Vec dweight_start = accumulator_start(rng, dweight_inc);
+            const Vec dbias_start = accumulator_start(rng, dbias_inc);
+            Vec dweight_expected = dweight_start, dbias_expected = dbias_start, dinp_again(dinp_expected.size());
+            gpt::cpu::matmul_backward(dinp_again.data(), dweight_expected.data(),
+                                      with_bias ? dbias_expected.data() : nullptr, dout.data(), inp.data(),
+                                      weight.data(), s.N, s.C, s.OC);
+
+            DeviceArray<Act> d_inp(inp), d_weight(weight), d_dout(dout);
+            DeviceArray<Act> d_dinp(dinp_expected.size());  // poisoned
+            DeviceArray<float> d_dweight(dweight_start), d_dbias(dbias_start);
+            TestStage::Matmul::backward(ctx, d_dinp.data(), d_dweight.data(), with_bias ? d_dbias.data() : nullptr,
+                                        d_dout.data(), d_inp.data(), d_weight.data(), s.N, s.C, s.OC);
+            sync_and_check("Matmul::backward");
+            EXPECT_TRUE(all_close("Matmul::backward dinp", d_dinp.download(), dinp_expected, kMatmulTol));
+            EXPECT_TRUE(all_close("Matmul::backward dweight (added to)", d_dweight.download(), dweight_expected, kMatmulTol));
+            if (with_bias)
+                EXPECT_TRUE(all_close("Matmul::backward dbias (added to)", d_dbias.download(), dbias_expected, kMatmulTol));
+        }
+    }
+}
+
+// ---- attention ----------------------------------------------------------------------------------
+
+struct AttentionCase {
+    int B, T, C, NH;  // head size C / NH: 9, 24, 32, 9, 32
+};
+const AttentionCase kAttentionCases[] = {
+    {1, 1, 36, 4}, {2, 7, 96, 4}, {1, 63, 96, 3}, {2, 65, 36, 4}, {3, 32, 64, 2},
+};
+
+TEST_F(Kernels, AttentionForward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const AttentionCase& s : kAttentionCases) {
+        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
+        const size_t BTC = size_t(s.B) * s.T * s.C;
+        const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
+        Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T);
+        gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+
+        DeviceArray<Act> d_qkv(qkv), d_out(BTC);
+        DeviceScratch saved(TestStage::Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+        DeviceScratch scratch(TestStage::Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+        TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
+                                      scratch.data());
+        sync_and_check("Attention::forward");
+        EXPECT_TRUE(all_close("Attention::forward out", d_out.download(), out, kAttentionTol));
+    }
+}
+
+TEST_F(Kernels, AttentionBackward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const AttentionCase& s : kAttentionCases) {
+        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
+        const size_t BTC = size_t(s.B) * s.T * s.C;
+        const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
+        const Vec dout = rounded<Act>(random_normal(rng, BTC));
+        Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T), dqkv_expected(3 * BTC);
+        gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+        gpt::cpu::attention_backward(dqkv_expected.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
+
+        // The backward reads what the stage's own forward saved.
+        DeviceArray<Act> d_qkv(qkv), d_out(BTC);
+        DeviceScratch saved(TestStage::Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+        DeviceScratch scratch(TestStage::Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+        TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
+                                      scratch.data());
+        sync_and_check("Attention::forward");
+        // Other ops use the scratch between forward and backward: the backward must not
+        // expect to find anything there.
+        scratch.fill_with_nan();
+
+        DeviceArray<Act> d_dout(dout), d_dqkv(3 * BTC);  // d_dqkv poisoned: it is overwritten
+        TestStage::Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
+                                       s.B, s.T, s.C, s.NH, scratch.data());
+        sync_and_check("Attention::backward");
+        EXPECT_TRUE(all_close("Attention::backward dqkv", d_dqkv.download(), dqkv_expected, kAttentionTol));
+    }
+}
+
+// ---- element-wise ops ---------------------------------------------------------------------------
+
+// Counts that are not multiples of a block, down to a single element.
+const size_t kElementCounts[] = {1, 63, 65, 1000, 100003};
+
+TEST_F(Kernels, GeluForward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const size_t n : kElementCounts) {
+        SCOPED_TRACE(testing::Message() << "n=" << n);
+        // Wide enough to reach both tails, where tanh saturates.
+        const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
+        Vec expected(n);
+        gpt::cpu::gelu_forward(expected.data(), inp.data(), n);
+
+        DeviceArray<Act> d_inp(inp), d_out(n);
+        TestStage::Gelu::forward(ctx, d_out.data(), d_inp.data(), n);
+        sync_and_check("Gelu::forward");
+        EXPECT_TRUE(all_close("Gelu::forward out", d_out.download(), expected, kActTol));
+    }
+}
+
+TEST_F(Kernels, GeluBackward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const size_t n : kElementCounts) {
+        SCOPED_TRACE(testing::Message() << "n=" << n);
+        const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
+        const Vec dout = rounded<Act>(random_normal(rng, n));
+        Vec expected(n);
+        gpt::cpu::gelu_backward(expected.data(), inp.data(), dout.data(), n);
+
+        DeviceArray<Act> d_inp(inp), d_dout(dout), d_dinp(n);
+        TestStage::Gelu::backward(ctx, d_dinp.data(), d_inp.data(), d_dout.data(), n);
+        sync_and_check("Gelu::backward");
+        EXPECT_TRUE(all_close("Gelu::backward dinp", d_dinp.download(), expected, kActTol));
+    }
+}
+
+// The residual add has no backward op: the graph passes the gradient to both inputs itself.
+TEST_F(Kernels, ResidualForward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const size_t n : kElementCounts) {
+        SCOPED_TRACE(testing::Message() << "n=" << n);
+        const Vec a = rounded<Act>(random_normal(rng, n, 1.0f, 0.5f));
+        const Vec b = rounded<Act>(random_normal(rng, n, 0.3f));
+        Vec expected(n);
+        gpt::cpu::residual_forward(expected.data(), a.data(), b.data(), n);
+
+        DeviceArray<Act> d_a(a), d_b(b), d_out(n);
+        TestStage::Residual::forward(ctx, d_out.data(), d_a.data(), d_b.data(), n);
+        sync_and_check("Residual::forward");
+        EXPECT_TRUE(all_close("Residual::forward out", d_out.download(), expected, kActTol));
+    }
+}
+
+// ---- classifier: softmax and cross-entropy --------------------------------------------------------
+
+struct ClassifierCase {
+    int N, V, Vp;
+};
+// Vp == V and Vp > V (V rounded up to a multiple of 64), for a small and for GPT-2's vocabulary.
+const ClassifierCase kClassifierCases[] = {
+    {1, 1000, 1000}, {63, 1000, 1024}, {65, 50257, 50257}, {7, 50257, 50304},
+};
+
+TEST_F(Kernels, ClassifierForward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const ClassifierCase& s : kClassifierCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
+        const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
+        const std::vector<int> targets = token_ids(rng, s.N, s.V);
+        Vec losses(s.N), probs(size_t(s.N) * s.Vp);
+        gpt::cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), s.N, s.V,
+                                               s.Vp);
+
+        DeviceArray<Act> d_logits(logits);
+        DeviceArray<int> d_targets(targets);
+        DeviceArray<float> d_losses(s.N);
+        DeviceScratch saved(TestStage::Classifier::saved_bytes(s.N, s.Vp, sizeof(Act)));
+        DeviceScratch scratch(TestStage::Classifier::scratch_bytes(s.N, s.Vp, sizeof(Act)));
+        TestStage::Classifier::forward(ctx, d_losses.data(), saved.data(), d_logits.data(), d_targets.data(), s.N, s.V,
+                                       s.Vp, scratch.data());
+        sync_and_check("Classifier::forward");
+        EXPECT_TRUE(all_close("Classifier::forward losses", d_losses.download(), losses, kFp32Tol));
+    }
+}
+
+TEST_F(Kernels, ClassifierBackward) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const ClassifierCase& s : kClassifierCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
+        const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
+        const std::vector<int> targets = token_ids(rng, s.N, s.V);
+        const float dloss = 1.0f / s.N;  // the loss is a mean over the N positions, as in the graph
+        Vec losses(s.N), probs(size_t(s.N) * s.Vp), dlogits_expected(probs.size());
+        gpt::cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), s.N, s.V,
+                                               s.Vp);
+        gpt::cpu::softmax_crossentropy_backward(dlogits_expected.data(), probs.data(), targets.data(), dloss, s.N,
+                                                s.V, s.Vp);
+
+        // The backward reads what the stage's own forward saved.
+        DeviceArray<Act> d_logits(logits);
+        DeviceArray<int> d_targets(targets);
+        DeviceArray<float> d_losses(s.N);
+        DeviceScratch saved(TestStage::Classifier::saved_bytes(s.N, s.Vp, sizeof(Act)));
+        DeviceScratch scratch(TestStage::Classifier::scratch_bytes(s.N, s.Vp, sizeof(Act)));
+        TestStage::Classifier::forward(ctx, d_losses.data(), saved.data(), d_logits.data(), d_targets.data(), s.N, s.V,
+                                       s.Vp, scratch.data());
+        sync_and_check("Classifier::forward");
+        scratch.fill_with_nan();
+
+        // Into a separate, poisoned array: every logit's gradient is written, padded ones as 0.
+        DeviceArray<Act> d_dlogits(probs.size());
+        TestStage::Classifier::backward(ctx, d_dlogits.data(), saved.data(), d_targets.data(), dloss, s.N, s.V, s.Vp,
+                                        scratch.data());
+        sync_and_check("Classifier::backward");
+        EXPECT_TRUE(all_close("Classifier::backward dlogits", d_dlogits.download(), dlogits_expected, kActTol));
+
+        // In place, as the graph calls it: dlogits reuses the logits' memory.
+        scratch.fill_with_nan();
+        TestStage::Classifier::backward(ctx, d_logits.data(), saved.data(), d_targets.data(), dloss, s.N, s.V, s.Vp,
+                                        scratch.data());
+        sync_and_check("Classifier::backward in place");
+        EXPECT_TRUE(all_close("Classifier::backward dlogits written over the logits", d_logits.download(),
+                              dlogits_expected, kActTol));
+    }
+}
+
+// ---- optimizer ------------------------------------------------------------------------------------
+
+TEST_F(Kernels, AdamW) {
+    SCOPED_TRACE(adamw_trace());
+    struct Case {
+        size_t n;
+        int t;  // AdamW's step count, from 1
+        float weight_decay, grad_scale;
+    };
+    // Weight decay on and off (biases, LayerNorm), clipping on and off, early and later steps.
+    const Case cases[] = {
+        {1, 1, 0.1f, 1.0f}, {63, 2, 0.0f, 0.5f}, {65, 10, 0.1f, 1.0f}, {1000, 1, 0.1f, 0.37f}, {100003, 20, 0.0f, 1.0f},
+    };
+    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+    Rng rng(test_seed());
+    Ctx ctx;
+    for (const Case& s : cases) {
+        SCOPED_TRACE(testing::Message() << "n=" << s.n << " t=" << s.t << " weight_decay=" << s.weight_decay
+                                        << " grad_scale=" << s.grad_scale);
+        // Small weights, as after GPT-2's initialisation, so that one step changes them visibly.
+        const Vec params = random_normal(rng, s.n, 0.05f, 0.01f);
+        const Vec grads = random_normal(rng, s.n, 0.01f);
+        const Vec m = random_normal(rng, s.n, 0.005f);
+        const Vec v = random_uniform(rng, s.n, 1e-6f, 2e-4f);  // a second moment is never negative
+        Vec params_expected = params, m_expected = m, v_expected = v;
+        gpt::cpu::adamw_update(params_expected.data(), m_expected.data(), v_expected.data(), grads.data(), s.n, lr,
+                               beta1, beta2, eps, s.weight_decay, s.t, s.grad_scale);
+
+        // Master weights, gradients and moments are fp32 in every stage. A stage whose act_t is
+        // not float also keeps an act_t copy of the weights, which the optimizer rewrites (as
+        // in the graph, the pointer is null otherwise).
+        DeviceArray<float> d_params(params), d_grads(grads), d_m(m), d_v(v);
+        DeviceArray<Act> d_act_copy(kSeparateActParams ? s.n : 0);  // poisoned
+        Act* act_copy = kSeparateActParams ? d_act_copy.data() : nullptr;
+        TestStage::Optimizer::adamw(ctx, d_params.data(), act_copy, d_grads.data(), d_m.data(), d_v.data(), s.n, lr,
+                                    beta1, beta2, eps, s.weight_decay, s.t, s.grad_scale);
+        sync_and_check("Optimizer::adamw");
+        const Vec params_after = d_params.download();
+        EXPECT_TRUE(all_close("AdamW parameters", params_after, params_expected, kFp32Tol));
+        if (kSeparateActParams)
+            EXPECT_TRUE(all_close("AdamW act_t copy of the parameters", d_act_copy.download(),
+                                  rounded<Act>(params_expected), kActTol));
+        EXPECT_TRUE(all_close("AdamW first moment m", d_m.download(), m_expected, kFp32Tol));
+        EXPECT_TRUE(all_close("AdamW second moment v", d_v.download(), v_expected, kFp32Tol));
+        // The step itself, so that an error in it cannot hide behind the size of the weights.
+        Vec step(s.n), step_expected(s.n);
+        for (size_t i = 0; i < s.n; ++i) {
+            step[i] = params_after[i] - params[i];
+            step_expected[i] = params_expected[i] - params[i];
+        }
+        EXPECT_TRUE(all_close("AdamW step (new - old parameters)", step, step_expected, kFp32Tol));
+    }
+}
+
+TEST_F(Kernels, SumSquares) {
+    Rng rng(test_seed());
+    Ctx ctx;
+    // Up to more elements than one pass of the grid covers.
+    for (const size_t n : {size_t(1), size_t(63), size_t(65), size_t(1000), (size_t(1) << 20) + 3}) {
+        SCOPED_TRACE(testing::Message() << "n=" << n);
+        const Vec grads = random_normal(rng, n, 1.0f, 0.2f);
+        const double expected = gpt::cpu::sum_squares(grads.data(), n);
+
+        DeviceArray<float> d_grads(grads);
+        const double first = TestStage::Optimizer::sum_squares(ctx, d_grads.data(), n);
+        sync_and_check("Optimizer::sum_squares");
+        // A second call must start from zero again, not add to the first one's total.
+        const double second = TestStage::Optimizer::sum_squares(ctx, d_grads.data(), n);
+        sync_and_check("Optimizer::sum_squares, second call");
+        const Vec want{static_cast<float>(expected)};
+        EXPECT_TRUE(all_close("Optimizer::sum_squares", Vec{static_cast<float>(first)}, want, kFp32Tol));
+        EXPECT_TRUE(all_close("Optimizer::sum_squares called again", Vec{static_cast<float>(second)}, want, kFp32Tol));
+    }
+}
+
+// ---- the stage's matmul arithmetic --------------------------------------------------------------
+
+// Stage 00 promises fp32 matmuls, stage 01 TF32 tensor cores: the results differ by far less than
+// any other test would notice, so this test builds inputs that tell them apart. Operands are
+// 1 + a·2^-13 with a in {1, 2, 3}: exact in fp32, but TF32 keeps 10 mantissa bits and rounds each
+// of them to 1 (to nearest and by truncation alike). The exact product of two operands needs 26
+// bits. Summed over C = 768 terms, fp32 arithmetic stays within about 1e-6 of the exact result,
+// while TF32 loses about 4·2^-13 ≈ 5e-4 of it, with the same sign for every element.
+// Stages with bf16 operands get 1 + a·2^-7, exact in bf16, and only bf16 bounds are checked.
+TEST_F(Matmul, UsesTheStagesMath) {
+    std::string trace = std::string("stage ") + TestStage::name + " declares " + precision_name(kPrecision) +
+                        " matmuls";
+    if (kPrecision == gpt::Precision::TF32) trace += "; exercise stage01.tf32_compute_type: see docs/01_tf32.md#exercise";
+    SCOPED_TRACE(trace);
+
+    const int N = 257, C = 768, OC = 255;
+    const double unit = std::ldexp(1.0, kPrecision == gpt::Precision::BF16 ? -7 : -13);
+    Rng rng(test_seed());
+    auto operands = [&](size_t n) {
+        Vec v(n);
+        for (float& x : v) x = static_cast<float>(1.0 + unit * double(1 + rng.below(3)));
+        return v;
+    };
+    const Vec inp = operands(size_t(N) * C), weight = operands(size_t(OC) * C);
+    // In double every product and every partial sum here is exact.
+    std::vector<double> exact(size_t(N) * OC);
+    for (int n = 0; n < N; ++n)
+        for (int o = 0; o < OC; ++o) {
+            double sum = 0.0;
+            for (int c = 0; c < C; ++c) sum += double(inp[size_t(n) * C + c]) * double(weight[size_t(o) * C + c]);
+            exact[size_t(n) * OC + o] = sum;
+        }
+
+    Ctx ctx;
+    DeviceArray<Act> d_inp(inp), d_weight(weight), d_out(exact.size());
+    TestStage::Matmul::forward(ctx, d_out.data(), d_inp.data(), d_weight.data(), static_cast<const Act*>(nullptr), N,
+                               C, OC);
+    sync_and_check("Matmul::forward");
+    const Vec out = d_out.download();
+
+    size_t unwritten = 0;
+    double mean_rel = 0.0, max_rel = 0.0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (gpt::test::is_poison(out[i])) ++unwritten;
+        const double rel = std::fabs(double(out[i]) - exact[i]) / exact[i];
+        mean_rel += rel / out.size();
+        if (!(rel <= max_rel)) max_rel = rel;  // a NaN sticks
+    }
+    ASSERT_EQ(unwritten, 0u) << "Matmul::forward left elements unwritten (test seed " << test_seed() << ")";
+
+    // What the errors say about the arithmetic, in the tolerance table's terms.
+    const gpt::test::Tolerance fp32 = gpt::test::kFp32;
+    const gpt::test::Tolerance tf32 = gpt::test::kTf32;
+    const gpt::test::Tolerance bf16 = gpt::test::kBf16;
+    const char* detected = !(mean_rel <= bf16.rtol)   ? "worse than bf16 (a wrong result?)"
+                           : !(mean_rel <= tf32.rtol) ? "bf16-like"
+                           : !(mean_rel <= fp32.rtol) ? "TF32 (operands rounded to 10 mantissa bits)"
+                                                      : "fp32 (operands kept whole)";
+    std::ostringstream report;
+    report << "the matmul computed with " << detected << " math: mean relative error " << mean_rel << ", largest "
+           << max_rel << " against the exact result; the stage declares " << precision_name(kPrecision)
+           << " (test seed " << test_seed() << ")";
+    switch (kPrecision) {
+        case gpt::Precision::FP32:
+            EXPECT_LE(max_rel, fp32.rtol) << report.str();
+            break;
+        case gpt::Precision::TF32:
+            // More error than fp32 arithmetic can make (tensor cores are in use), within TF32's.
+            EXPECT_GT(mean_rel, fp32.rtol) << report.str();
+            EXPECT_LE(max_rel, tf32.rtol) << report.str();
+            break;
+        case gpt::Precision::BF16:
+            EXPECT_LE(max_rel, bf16.rtol) << report.str();
+            break;
+    }
+}
+
+// ---- the whole model ------------------------------------------------------------------------------
+
+// One forward and backward of the reference case (tests/reference: the micro model on one
+// batch), against the fp32 CPU reference: the loss and each of the 16 gradient tensors.
+TEST_F(Model, Step0LossAndGradients) {
+    SCOPED_TRACE(model_trace());
+    const double tol = gpt::test::model_rel_l2(kPrecision);
+    const gpt::test::Step0 gpu = gpt::test::reference_step0<TestStage>();
+    const gpt::test::Step0 cpu = gpt::test::reference_step0<gpt::CpuReference>();
+    EXPECT_TRUE(std::isfinite(gpu.loss)) << "loss " << gpu.loss;
+    EXPECT_LE(std::fabs(double(gpu.loss) - cpu.loss), tol * std::fabs(cpu.loss))
+        << "step-0 loss " << gpu.loss << " vs the CPU reference's " << cpu.loss;
+    ASSERT_EQ(gpu.grads.size(), cpu.grads.size());
+    const gpt::ParamLayout layout(gpt::test::overfit_case().config);
+    for (int t = 0; t < gpt::kNumParamTensors; ++t) {
+        const auto begin = layout.offset[t], end = begin + layout.size[t];
+        const Vec mine(gpu.grads.begin() + begin, gpu.grads.begin() + end);
+        const Vec reference(cpu.grads.begin() + begin, cpu.grads.begin() + end);
+        EXPECT_TRUE(gpt::test::rel_l2_close(std::string("step-0 gradient of ") + gpt::ParamLayout::name(t), mine,
+                                            reference, tol));
+    }
+}
+
+// The reference case trained for its 20 steps, with the settings of the committed PyTorch run,
+// against that run's losses.
+TEST_F(Model, LossCurveMatchesPyTorch) {
+    SCOPED_TRACE(model_trace());
+    const std::string path = gpt::test::committed_curve_path();
+    ASSERT_TRUE(std::filesystem::exists(path)) << "no committed reference curve at " << path;
+    const gpt::test::ReferenceRun pytorch = gpt::test::load_reference_run(path);
+    const gpt::test::Curve curve = gpt::test::reference_curve<TestStage>(gpt::test::load_reference_settings(path));
+    EXPECT_TRUE(gpt::test::curves_close(std::string(TestStage::name) + " loss curve vs PyTorch (" + path + ")",
+                                        curve.losses, pytorch.losses, gpt::test::model_rel_l2(kPrecision)));
+}
+
+// All device memory is allocated when the model is built: a training step allocates nothing, not
+// even temporarily (allocations synchronise the device and fragment memory).
+TEST_F(Model, AllocatesOnlyOnce) {
+    using gpt::cuda::MemoryStats;
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    gpt::GPT<TestStage> model(c.config, c.B, c.T);
+    model.set_parameters(c.params);
+    model.synchronize();
+    const size_t held = MemoryStats::current().load();
+    // Restart the high-water mark at what the model holds, so that memory allocated and freed
+    // again within a step shows up too.
+    MemoryStats::peak() = held;
+    const gpt::AdamWSettings adamw{};
+    for (int t = 1; t <= 2; ++t) {
+        model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+        model.backward();
+        model.update(adamw, 1e-3f, t);
+        model.synchronize();
+        sync_and_check("training step " + std::to_string(t));
+        EXPECT_EQ(MemoryStats::current().load(), held) << "device memory held after step " << t;
+        EXPECT_EQ(MemoryStats::peak().load(), held) << "peak device memory during step " << t;
+    }
+}
+
+// The optimizer updates fp32 master weights: a step far smaller than bf16's resolution (a
+// weight of 0.02 has bf16 neighbours 1.2e-4 apart, a weight of 1.0 7.8e-3 apart; this step is
+// 1e-5) must still move every weight. An optimizer that updated act_t weights directly would
+// leave them all where they were.
+TEST_F(Model, MasterWeightsStayFp32) {
+    SCOPED_TRACE(adamw_trace());
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    gpt::GPT<TestStage> model(c.config, c.B, c.T);
+    model.set_parameters(c.params);
+    model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+    model.backward();
+    const Vec grads = model.gradients();
+    gpt::AdamWSettings adamw;
+    adamw.weight_decay = 0.0f;  // only Adam's step
+    adamw.grad_clip = 0.0f;
+    const float lr = 1e-5f;
+    model.update(adamw, lr, 1);
+    sync_and_check("update");
+    const Vec after = model.parameters();
+    // Adam's first step is lr · g / (|g| + eps): lr in size for every gradient well above eps.
+    size_t checked = 0, moved = 0, wrong_size = 0;
+    for (size_t i = 0; i < after.size(); ++i) {
+        if (!(std::fabs(grads[i]) > 1e-5f)) continue;
+        ++checked;
+        const double delta = std::fabs(double(after[i]) - double(c.params[i]));
+        if (delta > 0.0) ++moved;
+        if (!(delta > 0.9 * lr && delta < 1.1 * lr)) ++wrong_size;
+    }
+    ASSERT_GT(checked, after.size() / 2) << "too few weights with a gradient to judge";
+    EXPECT_EQ(moved, checked) << "of " << checked << " weights with a gradient, only " << moved
+                              << " moved by a step of " << lr << ": the update did not reach fp32 master weights";
+    EXPECT_EQ(wrong_size, 0u) << wrong_size << " of " << checked << " weights moved by other than about lr = " << lr;
+}
