@@ -1,0 +1,829 @@
+#!/usr/bin/env python3
+"""The benchmark ladder: every C++ stage beside its PyTorch counterpart, on the same GPU.
+
+Every entry trains GPT-2 124M (`d12`) at T = 1024 with the same batch, from the same initial
+checkpoint (made once with gpt_init), on the same data (data/brown, read in the same order),
+with the same optimizer settings, for the same number of steps. The first few steps are left
+out of the timing (CUDA context, cuBLAS heuristics, torch.compile). Per entry it reports:
+
+  tokens/s     median over the timed steps of (B x T) / step time
+  ms/step      median step time over the timed steps
+  MFU          tokens/s x FLOPs per token / the GPU's dense bf16 peak (the same denominator for
+               every entry, fp32 stages included, so the ladder is comparable)
+  peak memory  the most device memory the run held
+  loss         the final training loss and the whole curve
+
+It also runs bench_ceilings (when built) for the two ceilings of this GPU. Outputs, in --out:
+results.json (everything, the input of --results-only), results.csv, results.md (the table),
+results.txt (the table for a terminal), loss.svg and throughput.svg (plot.py), logs/.
+
+Python 3 standard library only. See tests/bench/README.md.
+"""
+
+import argparse
+import csv
+import datetime
+import glob
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)  # for plot.py, next to this file
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+# ----------------------------------------------------------------------------------------
+# The workload: the same for every entry (DESIGN.md §6)
+
+# name: (maxT, V, L, H, C), mirrored from common/model/config.cpp (kConfigs).
+MODELS = {
+    "micro": (64, 50257, 2, 4, 64),
+    "tiny": (128, 50257, 4, 4, 128),
+    "d12": (1024, 50257, 12, 12, 768),
+    "d24": (1024, 50257, 24, 16, 1024),
+    "d36": (1024, 50257, 36, 20, 1280),
+    "d48": (1024, 50257, 48, 25, 1600),
+}
+MODEL_TITLES = {"d12": "124M", "d24": "350M", "d36": "774M", "d48": "1.6B"}
+INIT_SEED = 1337  # gpt_init's default, and the trainers' default --seed
+
+# The optimizer settings, passed explicitly to both the C++ trainers and the PyTorch reference
+# (the option names are the same in both), so that neither side's own defaults matter: the
+# loss curves are comparable step by step.
+TRAIN_SETTINGS = [
+    ("--lr", "6e-4"),
+    ("--warmup", "5"),
+    ("--min-lr-frac", "0.1"),
+    ("--weight-decay", "0.1"),
+    ("--beta1", "0.9"),
+    ("--beta2", "0.95"),
+    ("--eps", "1e-8"),
+    ("--grad-clip", "1.0"),
+]
+
+# The PyTorch configurations of the source material, each with the stage it corresponds to
+# (tests/reference/README.md, "The C++ stages and their PyTorch counterparts").
+TORCH_CONFIGS = [
+    # key, stage, short label, options of tests/reference/gpt2_reference.py
+    ("fp32", "00", "fp32 eager", ["--precision", "fp32", "--attention", "manual"]),
+    ("tf32", "01", "TF32", ["--precision", "tf32", "--attention", "manual"]),
+    ("bf16", "02", "bf16 autocast", ["--precision", "bf16", "--attention", "manual"]),
+    ("sdpa", "03", "bf16 + SDPA (flash)", ["--precision", "bf16", "--attention", "sdpa"]),
+    ("compile", "04", "bf16 + SDPA + torch.compile",
+     ["--precision", "bf16", "--attention", "sdpa", "--compile"]),
+    ("pad", "05", "compile + vocab padded to 64",
+     ["--precision", "bf16", "--attention", "sdpa", "--compile", "--vocab-pad", "64"]),
+]
+
+# Stage names for stages that are not built (the PyTorch side still runs for them).
+STAGE_TITLES = {"00": "fp32 baseline", "01": "tf32", "02": "bf16 autocast", "03": "flash attention",
+                "04": "fused kernels", "05": "vocab padding", "06": "multi gpu mfu"}
+
+REFERENCE = os.path.join(REPO, "tests", "reference", "gpt2_reference.py")
+DEVICE_TABLE = os.path.join(REPO, "common", "cuda", "device.cuh")
+
+
+def num_params(maxT, V, L, H, C):
+    """Parameters of the layout of docs/formats.md (common/model/params.cpp): wte, wpe, per
+    layer 2 LayerNorms (4C), qkv (3C^2 + 3C), attention projection (C^2 + C), MLP (8C^2 + 5C),
+    and the final LayerNorm (2C). 124,439,808 for d12."""
+    return V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
+
+
+def flops_per_token(model, T):
+    """6N + 12·L·H·Q·T, as common/model/config.cpp flops_per_token: 6N for the matmuls with
+    the weights (forward 2N, backward 4N), 12·L·H·Q·T for attention's scores and weighted sum."""
+    maxT, V, L, H, C = MODELS[model]
+    Q = C // H
+    return 6.0 * num_params(maxT, V, L, H, C) + 12.0 * L * H * Q * T
+
+
+def peak_table():
+    """[(name fragment, TFLOP/s)] parsed from common/cuda/device.cuh (kPeaks), the one table
+    the trainers use too; first match wins, as there."""
+    try:
+        with open(DEVICE_TABLE, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return []
+    start = text.find("kPeaks")
+    body = text[start: text.find("};", start)] if start >= 0 else ""
+    return [(name, float(tf)) for name, tf in re.findall(r'\{\s*"([^"]+)"\s*,\s*([0-9.]+)\s*\}', body)]
+
+
+def peak_bf16(gpu_name):
+    """(FLOP/s, matched table entry) for a GPU name, or (None, None) when it is not in the table."""
+    for fragment, tflops in peak_table():
+        if gpu_name and fragment in gpu_name:
+            return tflops * 1e12, fragment
+    return None, None
+
+
+def median(values):
+    v = sorted(values)
+    n = len(v)
+    if n == 0:
+        return None
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+# ----------------------------------------------------------------------------------------
+# The plan: which entries, with which commands
+
+
+def find_trainers(build):
+    """{stage number: path} of the stage trainers of a build tree (build/stages/train_NN_*)."""
+    found = {}
+    for path in sorted(glob.glob(os.path.join(build, "stages", "train_[0-9][0-9]_*"))):
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            found[os.path.basename(path)[6:8]] = path
+    return found
+
+
+def usage_error(message):
+    print(f"ladder.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_list(text, known, what):
+    """'all', 'none' or a comma-separated subset of `known`."""
+    if text in (None, "all"):
+        return list(known)
+    if text == "none":
+        return []
+    items = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in items if x not in known]
+    if bad:
+        usage_error(f"unknown {what} {', '.join(bad)} (known: {', '.join(known) or 'none'})")
+    return items
+
+
+def common_args(args, checkpoint_flag, checkpoint):
+    out = [checkpoint_flag, checkpoint, "--data", args.data, "--batch", str(args.batch),
+           "--seq", str(args.seq), "--steps", str(args.steps)]
+    for flag, value in TRAIN_SETTINGS:
+        out += [flag, value]
+    return out
+
+
+def plan_entries(args, trainers, checkpoint, logs):
+    entries = []
+    if args.stages in ("all", "none"):
+        stages = sorted(trainers) if args.stages == "all" else []
+    else:
+        stages = [x.strip() for x in args.stages.split(",") if x.strip()]
+        for stage in stages:
+            if stage not in trainers:
+                usage_error(f"stage {stage} is not built in {args.build} "
+                            f"(built: {', '.join(sorted(trainers)) or 'none'})")
+    torch_keys = parse_list(args.torch, [k for k, *_ in TORCH_CONFIGS], "PyTorch configuration")
+    for stage in stages:
+        exe = trainers[stage]
+        name = os.path.basename(exe)[len("train_"):]
+        log = os.path.join(logs, f"cpp_{stage}.jsonl")
+        cmd = [exe] + common_args(args, "--init", checkpoint) + ["--val-every", "0", "--sample-every", "0",
+                                                                 "--log", log]
+        entries.append({"kind": "cpp", "stage": stage, "key": f"cpp_{stage}", "name": name,
+                        "short": name[3:].replace("_", " "), "label": f"C++ {name}", "command": cmd,
+                        "output": log})
+    for key, stage, short, options in TORCH_CONFIGS:
+        if key not in torch_keys:
+            continue
+        out = os.path.join(logs, f"torch_{key}.json")
+        cmd = [args.python, REFERENCE] + common_args(args, "--checkpoint", checkpoint) + [
+            "--device", "cuda"] + options + ["--warmup-steps-timing", str(args.skip), "--out", out]
+        entries.append({"kind": "torch", "stage": stage, "key": f"torch_{key}", "name": key, "short": short,
+                        "label": f"PyTorch {short}", "command": cmd, "output": out})
+    # C++ stage NN, then its PyTorch counterpart: a ladder cut short still has pairs.
+    entries.sort(key=lambda e: (e["stage"], 0 if e["kind"] == "cpp" else 1))
+    return entries
+
+
+# ----------------------------------------------------------------------------------------
+# Running
+
+
+def gpu_info():
+    """(name, driver) of GPU 0 from nvidia-smi, or (None, None)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None, None
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, None
+    line = out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    if "," not in line:
+        return None, None
+    name, driver = (x.strip() for x in line.split(",", 1))
+    return name, driver
+
+
+def show(cmd):
+    """A command for people to read: paths inside the current directory made relative."""
+    here = os.getcwd() + os.sep
+    return shlex.join(a[len(here):] if a.startswith(here) else a for a in cmd)
+
+
+def tail(path, lines=40):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read().splitlines()[-lines:]
+    except OSError:
+        return []
+
+
+def error_line(log_lines):
+    """The one line that says why a run failed: its 'error:' line if it printed one."""
+    for line in reversed(log_lines):
+        if re.search(r"(^|: )error: ", line) or line.startswith("error:"):
+            return line.strip()
+    for line in reversed(log_lines):
+        if re.search(r"(Error|error|Exception)\b", line):
+            return line.strip()
+    return next((l.strip() for l in reversed(log_lines) if l.strip()), "no output")
+
+
+def progress_of(entry):
+    """'step k/N' of a running entry, read from its outputs so far."""
+    try:
+        if entry["kind"] == "cpp":
+            with open(entry["output"], encoding="utf-8") as f:
+                n = sum(1 for line in f if '"type": "step"' in line)
+            return f"step {n}/{entry['steps']}"
+        for line in reversed(tail(entry["log"], 5)):
+            m = re.match(r"step\s+(\d+)/(\d+)", line)
+            if m:
+                return f"step {m.group(1)}/{m.group(2)}"
+    except OSError:
+        pass
+    return "starting"
+
+
+def run_command(entry, timeout, interactive):
+    """Runs an entry's command with its output in its log; returns (returncode, status, wall_s)."""
+    t0 = time.time()
+    with open(entry["log"], "w", encoding="utf-8") as log:
+        log.write("$ " + shlex.join(entry["command"]) + "\n\n")
+        log.flush()
+        try:
+            # Its own process group, so that a timeout also ends torch.compile's worker processes.
+            proc = subprocess.Popen(entry["command"], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                    start_new_session=True)
+        except OSError as exc:
+            log.write(f"error: cannot start: {exc}\n")
+            return None, "failed", time.time() - t0
+        def stop():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it has just finished by itself
+            proc.wait()
+
+        last_report = t0
+        while True:
+            try:
+                rc = proc.wait(timeout=2)
+                return rc, None, time.time() - t0
+            except subprocess.TimeoutExpired:
+                pass
+            except KeyboardInterrupt:
+                stop()  # its own session does not get the terminal's Ctrl-C: end it here
+                raise
+            now = time.time()
+            if now - t0 > timeout:
+                stop()
+                log.write(f"\nerror: timed out after {timeout} s (ladder.py --timeout)\n")
+                return None, "timeout", now - t0
+            if interactive:
+                sys.stdout.write(f"\r        ... {progress_of(entry)} ({now - t0:.0f} s)   ")
+                sys.stdout.flush()
+            elif now - last_report >= 30:
+                print(f"        ... {progress_of(entry)} ({now - t0:.0f} s)", flush=True)
+                last_report = now
+
+
+def read_cpp(entry):
+    """Steps, peak memory and device from the trainer's JSON Lines log."""
+    events = []
+    with open(entry["output"], encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                events.append(json.loads(line))
+    steps = sorted((e for e in events if e.get("type") == "step"), key=lambda e: e["step"])
+    summary = next((e for e in events if e.get("type") == "summary"), {})
+    start = next((e for e in events if e.get("type") == "start"), {})
+    return {
+        "losses": [e.get("loss") for e in steps],
+        "step_ms": [e.get("ms") for e in steps],
+        "peak_memory_bytes": summary.get("peak_memory_bytes"),
+        "device": start.get("device"),
+    }
+
+
+def read_torch(entry):
+    with open(entry["output"], encoding="utf-8") as f:
+        data = json.load(f)
+    return {
+        "losses": data.get("losses", []),
+        "step_ms": data.get("step_ms", []),
+        "peak_memory_bytes": data.get("peak_memory_bytes"),
+        "device": data.get("device_name"),
+        "torch_version": data.get("torch_version"),
+    }
+
+
+def run_entry(entry, args, index, count):
+    who = "C++    " if entry["kind"] == "cpp" else "PyTorch"
+    what = "train_" + entry["name"] if entry["kind"] == "cpp" else entry["short"]
+    print(f"[{index:2d}/{count}] stage {entry['stage']} {who} {what}", flush=True)
+    entry["steps"] = args.steps
+    if os.path.exists(entry["output"]):
+        os.remove(entry["output"])  # an earlier run's output must not pass for this one's
+    rc, status, wall = run_command(entry, args.timeout, sys.stdout.isatty())
+    if sys.stdout.isatty():
+        sys.stdout.write("\r" + " " * 60 + "\r")
+    entry["returncode"], entry["wall_s"] = rc, round(wall, 1)
+    lines = tail(entry["log"])
+    if status is None and rc == 0:
+        try:
+            entry.update(read_cpp(entry) if entry["kind"] == "cpp" else read_torch(entry))
+            status = "ok" if entry["losses"] else "failed"
+            if not entry["losses"]:
+                entry["error"] = "the run wrote no steps"
+        except (OSError, ValueError, KeyError) as exc:
+            status, entry["error"] = "failed", f"cannot read {entry['output']}: {exc}"
+    elif status is None:
+        entry["error"] = error_line(lines)
+        status = "failed"
+        if entry["kind"] == "cpp":
+            try:  # the steps before the failure still show on the loss plot (a divergence, say)
+                entry.update(read_cpp(entry))
+            except (OSError, ValueError, KeyError):
+                pass
+        if entry["kind"] == "torch" and rc == 77:
+            status = "skipped"  # gpt2_reference.py: torch cannot be imported
+        elif "out of memory" in entry["error"] or "out of device memory" in entry["error"]:
+            status = "oom"
+    else:
+        entry["error"] = error_line(lines)
+    entry["status"] = status
+    return entry
+
+
+def derive(entry, meta):
+    """The reported numbers of one entry, from its raw per-step data (also for --results-only)."""
+    for key in ("median_ms", "tokens_per_s", "mfu", "final_loss", "timed_steps"):
+        entry[key] = None
+    if entry.get("status") != "ok":
+        return entry
+    tokens = meta["batch"] * meta["seq"]
+    step_ms = [ms for ms in entry.get("step_ms") or [] if ms is not None and ms > 0]
+    # Steady state: leave out the first `skip` steps; with too few steps keep at least one.
+    skip = min(meta["skip"], max(len(step_ms) - 1, 0))
+    timed = step_ms[skip:]
+    if timed:
+        entry["timed_steps"] = len(timed)
+        entry["median_ms"] = median(timed)
+        entry["tokens_per_s"] = median([tokens / (ms / 1000.0) for ms in timed])
+        if meta.get("peak_flops"):
+            entry["mfu"] = entry["tokens_per_s"] * meta["flops_per_token"] / meta["peak_flops"]
+    losses = [x for x in entry.get("losses") or [] if x is not None]
+    entry["final_loss"] = losses[-1] if losses else None
+    return entry
+
+
+def finish_meta(results):
+    """Fills what the entries tell about the run: the GPU's name when nvidia-smi did not, and
+    the MFU denominator; then derives every entry's numbers and the speed-ups."""
+    meta, entries = results["meta"], results["entries"]
+    if not meta.get("gpu"):
+        names = [(e.get("device") or "").split(",")[0].strip() for e in entries if e.get("status") == "ok"]
+        names += [(results.get("ceilings") or {}).get("device_name") or ""]
+        meta["gpu"] = next((n for n in names if n and n != "cpu"), None)
+    if not meta.get("peak_flops"):
+        meta["peak_flops"], meta["peak_match"] = peak_bf16(meta.get("gpu"))
+    versions = {e.get("torch_version") for e in entries if e.get("torch_version")}
+    if versions:
+        meta["torch_version"] = ", ".join(sorted(versions))
+    for e in entries:
+        derive(e, meta)
+    for kind in ("cpp", "torch"):
+        base = next((e for e in entries if e["kind"] == kind and e["stage"] == "00"), None)
+        base_tps = base.get("tokens_per_s") if base else None
+        for e in entries:
+            if e["kind"] == kind:
+                e["speedup_vs_00"] = e["tokens_per_s"] / base_tps if base_tps and e.get("tokens_per_s") else None
+    for e in entries:
+        other = next((x for x in entries if x["stage"] == e["stage"] and x["kind"] != e["kind"]), None)
+        ratio = None
+        if e["kind"] == "cpp" and other and e.get("tokens_per_s") and other.get("tokens_per_s"):
+            ratio = e["tokens_per_s"] / other["tokens_per_s"]
+        e["cpp_over_torch"] = ratio
+    return results
+
+
+# ----------------------------------------------------------------------------------------
+# Rendering
+
+
+def fmt_num(v, digits=0):
+    return "" if v is None else f"{v:,.{digits}f}"
+
+
+def fmt_gib(b):
+    return "" if b is None else f"{b / 2**30:.2f} GiB"
+
+
+def fmt_pct(v):
+    return "" if v is None else f"{100 * v:.1f}%"
+
+
+def fmt_x(v):
+    return "" if v is None else f"{v:.2f}×"
+
+
+def table_rows(results):
+    """The rows of the table, as lists of strings (shared by results.md and results.txt)."""
+    rows = []
+    for e in results["entries"]:
+        who = "C++" if e["kind"] == "cpp" else "PyTorch"
+        config = e["name"] if e["kind"] == "cpp" else e["short"]
+        if e.get("status") != "ok":
+            reason = e.get("error") or ""
+            rows.append([e["stage"], who, config, f"{e.get('status', 'failed')}: {reason}"[:120]] + [""] * 6)
+            continue
+        rows.append([e["stage"], who, config, fmt_num(e["tokens_per_s"]), fmt_num(e["median_ms"], 1),
+                     fmt_pct(e["mfu"]), fmt_gib(e.get("peak_memory_bytes")), fmt_num(e["final_loss"], 4),
+                     fmt_x(e.get("speedup_vs_00")), fmt_x(e.get("cpp_over_torch"))])
+    return rows
+
+
+HEADER = ["stage", "implementation", "configuration", "tokens/s", "ms/step", "MFU", "peak memory",
+          "final loss", "vs stage 00", "C++ ÷ PyTorch"]
+
+
+def header_lines(results):
+    """What was measured, where, and how: the lines above the table."""
+    meta, ceil = results["meta"], results.get("ceilings")
+    gpu = meta.get("gpu") or "unknown GPU"
+    lines = [("GPU", gpu + (f" (driver {meta['driver']})" if meta.get("driver") else ""))]
+    lines.append(("Date", meta.get("date", "")))
+    lines.append(("Command", meta.get("command", "")))
+    tps = meta["batch"] * meta["seq"]
+    lines.append(("Workload",
+        f"GPT-2 {meta.get('model_title', '')} ({meta['model']}, {meta['params']:,} parameters), "
+        f"batch {meta['batch']} x T {meta['seq']} = {tps:,} tokens/step, {meta['steps']} steps from the "
+        f"same checkpoint (gpt_init --model {meta['model']} --seed {INIT_SEED}) on {meta.get('data_name', '')}; "
+        f"medians over steps {meta['skip'] + 1}-{meta['steps']}"))
+    lines.append(("Training settings (both sides)", " ".join(f"{k} {v}" for k, v in meta.get("settings", []))))
+    if meta.get("peak_flops"):
+        lines.append(("MFU", f"tokens/s x {meta['flops_per_token']:,.0f} FLOPs/token (6N + 12·L·H·Q·T) / "
+                             f"{meta['peak_flops'] / 1e12:.0f} TFLOP/s, the dense bf16 peak of "
+                             f"'{meta.get('peak_match')}' in common/cuda/device.cuh, for every entry"))
+    else:
+        lines.append(("MFU", f"not reported ({gpu} is not in the peak table of common/cuda/device.cuh)"))
+    if ceil:
+        c, g = ceil.get("copy", {}), ceil.get("gemm", {})
+        of_peak = ""
+        if meta.get("peak_flops") and g.get("tflops"):
+            of_peak = f", {100 * g['tflops'] * 1e12 / meta['peak_flops']:.0f}% of the data-sheet peak"
+        lines.append(("Ceilings on this GPU (bench_ceilings)",
+                      f"device-to-device copy {c.get('gb_per_s', 0):,.0f} GB/s (read + write); bf16 GEMM "
+                      f"{g.get('m')}x{g.get('n')}x{g.get('k')} {g.get('tflops', 0):,.1f} TFLOP/s{of_peak}"))
+    else:
+        lines.append(("Ceilings", "not measured (bench_ceilings not built or failed)"))
+    if meta.get("torch_version"):
+        lines.append(("PyTorch", meta["torch_version"]))
+    return lines
+
+
+def render_md(results):
+    out = io.StringIO()
+    meta = results["meta"]
+    out.write(f"# Benchmark ladder: GPT-2 {meta.get('model_title', meta['model'])}, "
+              f"{meta.get('gpu') or 'unknown GPU'}\n\n")
+    out.write("Written by tests/bench/ladder.py; every number below was printed by that run. "
+              "See tests/bench/README.md for what each one means.\n\n")
+    for key, text in header_lines(results):
+        out.write(f"- **{key}**: " + (f"`{text}`" if key == "Command" else text) + "\n")
+    out.write("\n| " + " | ".join(HEADER) + " |\n")
+    out.write("|" + "|".join(["---"] * 3 + ["---:"] * (len(HEADER) - 3)) + "|\n")
+    for row in table_rows(results):
+        out.write("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |\n")
+    out.write("\n'vs stage 00': tokens/s over stage 00 of the same implementation. "
+              "'C++ ÷ PyTorch': the C++ stage's tokens/s over its PyTorch counterpart's.\n\n")
+    out.write("![training loss](loss.svg)\n\n![tokens per second](throughput.svg)\n")
+    return out.getvalue()
+
+
+def render_txt(results):
+    rows = [HEADER] + table_rows(results)
+    failed = [n and r[3] and r[4:] == [""] * 6 for n, r in enumerate(rows)]
+    widths = [max(len(r[i]) for r, f in zip(rows, failed) if not (f and i >= 3)) for i in range(len(HEADER))]
+    right = set(range(3, len(HEADER)))
+    out = io.StringIO()
+    for key, text in header_lines(results):
+        out.write(f"{key}: {text}\n")
+    out.write("\n")
+    for n, row in enumerate(rows):
+        if failed[n]:  # a failed entry: the reason spans the number columns
+            out.write("  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] + "\n")
+            continue
+        cells = [row[i].rjust(widths[i]) if i in right else row[i].ljust(widths[i]) for i in range(len(row))]
+        out.write("  ".join(cells).rstrip() + "\n")
+        if n == 0:
+            out.write("  ".join("-" * w for w in widths) + "\n")
+    return out.getvalue()
+
+
+CSV_FIELDS = ["stage", "kind", "name", "status", "error", "tokens_per_s", "median_ms", "mfu", "peak_memory_bytes",
+              "final_loss", "speedup_vs_00", "cpp_over_torch", "timed_steps", "wall_s"]
+
+
+def render_csv(results):
+    out = io.StringIO()
+    meta = results["meta"]
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(CSV_FIELDS + ["gpu", "date", "model", "batch", "seq", "steps"])
+    digits = {"tokens_per_s": 1, "median_ms": 3, "mfu": 5, "final_loss": 6, "speedup_vs_00": 4,
+              "cpp_over_torch": 4}
+
+    def cell(e, k):
+        v = e.get(k)
+        return "" if v is None else round(v, digits[k]) if k in digits else v
+
+    for e in results["entries"]:
+        w.writerow([cell(e, k) for k in CSV_FIELDS] +
+                   [meta.get("gpu") or "", meta.get("date", ""), meta["model"], meta["batch"], meta["seq"],
+                    meta["steps"]])
+    return out.getvalue()
+
+
+def write_text(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def save_results(results, out_dir):
+    write_text(os.path.join(out_dir, "results.json"), json.dumps(results, indent=1) + "\n")
+
+
+def render_all(results, out_dir, plots=True):
+    """results.md, .txt, .csv and the plots; returns the paths written."""
+    finish_meta(results)
+    os.makedirs(out_dir, exist_ok=True)
+    save_results(results, out_dir)
+    written = [os.path.join(out_dir, "results.json")]
+    for name, text in (("results.md", render_md(results)), ("results.txt", render_txt(results)),
+                       ("results.csv", render_csv(results))):
+        write_text(os.path.join(out_dir, name), text)
+        written.append(os.path.join(out_dir, name))
+    if plots:
+        try:
+            import plot
+            written += plot.render(results, out_dir)
+        except Exception as exc:  # a plot must never lose the numbers above
+            print(f"ladder.py: warning: plotting failed: {exc}", file=sys.stderr)
+    return written
+
+
+# ----------------------------------------------------------------------------------------
+# Main
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(
+        prog="ladder.py",
+        description="The benchmark ladder: every built C++ stage and the PyTorch reference in the "
+                    "configurations of the source material, on the same GPU, workload, data and "
+                    "initial checkpoint. See tests/bench/README.md.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--build", default=os.path.join(REPO, "build", "all"),
+                   help="build tree with the stage trainers (build/<preset>)")
+    p.add_argument("--steps", type=int, default=30, help="training steps per entry")
+    p.add_argument("--skip", type=int, default=5,
+                   help="first steps left out of the timing (warm-up, torch.compile)")
+    p.add_argument("--batch", type=int, default=16, help="sequences per step, the same for every entry")
+    p.add_argument("--seq", type=int, default=1024, help="tokens per sequence")
+    p.add_argument("--model", default="d12", choices=list(MODELS),
+                   help="model size; the ladder is defined for d12, the others are for trying it out")
+    p.add_argument("--stages", default="all", help="C++ stages to run: all, none, or e.g. 00,01")
+    p.add_argument("--torch", default="all",
+                   help="PyTorch configurations: all, none, or a list of " +
+                        ",".join(k for k, *_ in TORCH_CONFIGS))
+    p.add_argument("--python", default=sys.executable, help="Python with CUDA PyTorch for the reference")
+    p.add_argument("--data", default=os.path.join(REPO, "data", "brown"), help="token shards (the default corpus)")
+    p.add_argument("--checkpoint", help="initial checkpoint to use instead of making one with gpt_init")
+    p.add_argument("--out", help="output directory (default: BUILD/ladder; with --results-only: that file's directory)")
+    p.add_argument("--timeout", type=int, default=900, help="seconds per entry before it is stopped")
+    p.add_argument("--no-ceilings", action="store_true", help="do not run bench_ceilings")
+    p.add_argument("--no-plot", action="store_true", help="do not write the SVG plots")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only; run nothing")
+    p.add_argument("--results-only", metavar="FILE",
+                   help="re-render the table, CSV and plots from a results.json; run nothing")
+    p.add_argument("--make-curve", metavar="PATH",
+                   help="run only the PyTorch fp32 entry (stage 00's counterpart) and copy its JSON, the "
+                        "reference loss curve, to PATH")
+    args = p.parse_args(argv)
+    for name in ("steps", "batch", "seq", "timeout"):
+        if getattr(args, name) <= 0:
+            p.error(f"--{name} must be positive")
+    if args.skip < 0:
+        p.error("--skip must not be negative")
+    if args.skip >= args.steps:
+        p.error(f"--skip {args.skip} leaves no timed step of --steps {args.steps}")
+    args.build = os.path.abspath(args.build)
+    args.data = os.path.abspath(args.data)
+    return args
+
+
+def results_only(args):
+    try:
+        with open(args.results_only, encoding="utf-8") as f:
+            results = json.load(f)
+        if "meta" not in results or "entries" not in results:
+            raise ValueError("not a ladder results file (no 'meta' and 'entries')")
+    except (OSError, ValueError) as exc:
+        print(f"ladder.py: error: cannot read {args.results_only}: {exc}", file=sys.stderr)
+        return 2
+    out = os.path.abspath(args.out or os.path.dirname(os.path.abspath(args.results_only)))
+    for path in render_all(results, out, plots=not args.no_plot):
+        print(f"wrote {path}")
+    print()
+    print(render_txt(results), end="")
+    return 0 if all(e.get("status") == "ok" for e in results["entries"]) else 1
+
+
+def run_ceilings(args, out_dir, dry):
+    exe = os.path.join(args.build, "tests", "bench", "bench_ceilings")
+    if args.no_ceilings or args.make_curve:
+        return None
+    if not os.path.isfile(exe):
+        print(f"ceilings: {show([exe])} is not built; the table will have no ceilings", flush=True)
+        return None
+    path = os.path.join(out_dir, "ceilings.json")
+    cmd = [exe, "--json", path]
+    print(f"ceilings: {show(cmd)}", flush=True)
+    if dry:
+        return None
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"ceilings: failed: {exc}", flush=True)
+        return None
+    for line in (proc.stdout + proc.stderr).splitlines():
+        print(f"  {line}", flush=True)
+    if proc.returncode != 0:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.results_only:
+        return results_only(args)
+
+    dry = args.dry_run
+    out_dir = os.path.abspath(args.out or os.path.join(args.build, "ladder"))
+    logs = os.path.join(out_dir, "logs")
+    trainers = find_trainers(args.build)
+    if args.make_curve:
+        args.stages, args.torch = "none", "fp32"
+
+    gpu, driver = gpu_info()
+    maxT, V, L, H, C = MODELS[args.model]
+    meta = {
+        "gpu": gpu, "driver": driver,
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "command": shlex.join([os.path.relpath(sys.argv[0]) if argv is None else "ladder.py"] +
+                              (sys.argv[1:] if argv is None else argv)),
+        "build": args.build, "model": args.model, "model_title": MODEL_TITLES.get(args.model, args.model),
+        "params": num_params(maxT, V, L, H, C), "flops_per_token": flops_per_token(args.model, args.seq),
+        "batch": args.batch, "seq": args.seq, "steps": args.steps, "skip": args.skip,
+        "settings": TRAIN_SETTINGS, "data": args.data, "data_name": os.path.relpath(args.data, REPO),
+        "python": args.python,
+    }
+    meta["peak_flops"], meta["peak_match"] = peak_bf16(gpu)
+
+    print(f"ladder: GPU {gpu or 'not found by nvidia-smi'}; build {args.build}; out {out_dir}", flush=True)
+    print(f"ladder: {args.model}, B={args.batch}, T={args.seq}, {args.steps} steps (first {args.skip} untimed)",
+          flush=True)
+    if not trainers and not args.make_curve:
+        print(f"ladder: no stage trainers in {args.build}/stages (build one: cmake --build --preset all)",
+              flush=True)
+    if not glob.glob(os.path.join(args.data, "*_train_*.bin")):
+        msg = (f"no *_train_*.bin shards in {args.data} (make the default corpus: "
+               f"cmake --build {os.path.relpath(args.build)} --target data)")
+        if not dry:
+            print(f"ladder.py: error: {msg}", file=sys.stderr)
+            return 2
+        print(f"ladder: note: {msg}")
+
+    # The initial checkpoint, made once: every entry starts from exactly these parameters.
+    checkpoint = args.checkpoint and os.path.abspath(args.checkpoint)
+    init_cmd = None
+    if not checkpoint:
+        checkpoint = os.path.join(out_dir, f"init_{args.model}_seed{INIT_SEED}.ckpt")
+        gpt_init = os.path.join(args.build, "common", "gpt_init")
+        init_cmd = [gpt_init, "--model", args.model, "--seed", str(INIT_SEED), "--out", checkpoint]
+    meta["checkpoint"] = checkpoint
+
+    entries = plan_entries(args, trainers, checkpoint, logs)
+    for e in entries:
+        e["log"] = os.path.join(logs, e["key"] + ".log")
+
+    if dry:
+        print("\nplan (dry run: nothing is run)")
+        if init_cmd:
+            print(f"  checkpoint: {show(init_cmd)}")
+        run_ceilings(args, out_dir, dry=True)
+        for i, e in enumerate(entries, 1):
+            who = "C++    " if e["kind"] == "cpp" else "PyTorch"
+            what = "train_" + e["name"] if e["kind"] == "cpp" else e["short"]
+            print(f"  [{i:2d}/{len(entries)}] stage {e['stage']} {who} {what}\n        {show(e['command'])}")
+        if not entries:
+            print("  (no entries)")
+        if args.make_curve:
+            print(f"  then copy {entries[0]['output']} to {os.path.abspath(args.make_curve)}")
+        else:
+            print(f"  outputs: {out_dir}/results.{{json,csv,md,txt}}, loss.svg, throughput.svg, logs/")
+        return 0
+
+    os.makedirs(logs, exist_ok=True)
+    if init_cmd:
+        print(f"checkpoint: {show(init_cmd)}", flush=True)
+        try:
+            proc = subprocess.run(init_cmd, capture_output=True, text=True, timeout=600)
+            ok = proc.returncode == 0
+            why = (proc.stderr or proc.stdout).strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            ok, why = False, str(exc)
+        if not ok:
+            print(f"ladder.py: error: cannot make the initial checkpoint: {why}", file=sys.stderr)
+            return 2
+
+    results = {"meta": meta, "ceilings": run_ceilings(args, out_dir, dry=False), "entries": []}
+    if not meta["gpu"] and results["ceilings"]:  # no nvidia-smi: the name bench_ceilings saw
+        meta["gpu"] = results["ceilings"].get("device_name")
+        meta["peak_flops"], meta["peak_match"] = peak_bf16(meta["gpu"])
+    for i, e in enumerate(entries, 1):
+        run_entry(e, args, i, len(entries))
+        results["entries"].append(e)
+        derive(e, meta)
+        if e["status"] == "ok":
+            mfu = f", MFU {fmt_pct(e['mfu'])}" if e.get("mfu") is not None else ""
+            print(f"        ok: {e['median_ms']:.1f} ms/step, {e['tokens_per_s']:,.0f} tokens/s{mfu}, peak "
+                  f"{fmt_gib(e.get('peak_memory_bytes')) or 'n/a'}, final loss {e['final_loss']:.4f} "
+                  f"({e['wall_s']:.0f} s)", flush=True)
+        else:
+            print(f"        {e['status'].upper()}: {e.get('error')} ({e['wall_s']:.0f} s; log {e['log']})", flush=True)
+        save_results(results, out_dir)  # a ladder cut short keeps what it measured
+
+    if args.make_curve:
+        e = entries[0]
+        if e["status"] != "ok":
+            print(f"ladder.py: error: the reference run failed; {args.make_curve} is unchanged", file=sys.stderr)
+            return 1
+        dest = os.path.abspath(args.make_curve)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copyfile(e["output"], dest + ".tmp")
+        os.replace(dest + ".tmp", dest)
+        print(f"wrote {dest} (command: {shlex.join(e['command'])})")
+        return 0
+
+    written = render_all(results, out_dir, plots=not args.no_plot)
+    print()
+    print(render_txt(results), end="")
+    print()
+    for path in written:
+        print(f"wrote {path}")
+    failed = [e for e in entries if e["status"] != "ok"]
+    if failed:
+        print(f"ladder: {len(failed)} of {len(entries)} entries did not finish: "
+              + ", ".join(f"{e['key']} ({e['status']})" for e in failed))
+    return 1 if failed or not entries else 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("\nladder: interrupted (results.json keeps the entries that finished)", file=sys.stderr)
+        sys.exit(130)
