@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/json.h"
 
 namespace gpt {
 
@@ -45,24 +47,6 @@ std::string read_file(const std::string& path) {
     ss << in.rdbuf();
     if (in.bad()) throw Error("tokenizer file " + path + ": read error");
     return ss.str();
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
 }
 
 // Text for an error message: in quotes, control characters escaped, so it stays one line.
@@ -265,137 +249,6 @@ bool unmap_token(std::string_view text, std::string& bytes) {
     return true;
 }
 
-// ---------------------------------------------------------------------------------------
-// encoder.json: one flat JSON object {"token": id, ...}. A small hand-written reader for
-// exactly that shape (strings with all JSON escapes, integer values).
-class EncoderJsonReader {
-  public:
-    EncoderJsonReader(const std::string& path, std::string_view text) : path_(path), s_(text) {}
-
-    template <typename F>  // F(std::string key, long long value)
-    void for_each_entry(F&& f) {
-        skip_space();
-        expect('{');
-        skip_space();
-        if (peek() == '}') {
-            ++pos_;
-        } else {
-            while (true) {
-                skip_space();
-                std::string key = read_string();
-                skip_space();
-                expect(':');
-                skip_space();
-                const long long value = read_integer();
-                f(std::move(key), value);
-                skip_space();
-                if (peek() == ',') {
-                    ++pos_;
-                    continue;
-                }
-                expect('}');
-                break;
-            }
-        }
-        skip_space();
-        if (pos_ != s_.size()) fail("unexpected text after the closing '}'");
-    }
-
-    [[noreturn]] void fail(const std::string& what) const {
-        throw Error("tokenizer file " + path_ + ": malformed JSON at byte " + std::to_string(pos_) +
-                    ": " + what);
-    }
-
-  private:
-    char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
-
-    void skip_space() {
-        while (pos_ < s_.size() &&
-               (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
-            ++pos_;
-    }
-
-    void expect(char c) {
-        if (pos_ >= s_.size()) fail(std::string("expected '") + c + "', found the end of the file");
-        if (s_[pos_] != c) fail(std::string("expected '") + c + "', found " + in_quotes(s_.substr(pos_, 1)));
-        ++pos_;
-    }
-
-    unsigned read_hex4() {
-        if (pos_ + 4 > s_.size()) fail("truncated \\u escape");
-        unsigned v = 0;
-        for (int i = 0; i < 4; ++i) {
-            const char h = s_[pos_++];
-            v <<= 4;
-            if (h >= '0' && h <= '9') v |= h - '0';
-            else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
-            else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
-            else fail("bad hex digit in \\u escape");
-        }
-        return v;
-    }
-
-    std::string read_string() {
-        expect('"');
-        std::string out;
-        while (true) {
-            if (pos_ >= s_.size()) fail("unterminated string");
-            const char c = s_[pos_++];
-            if (c == '"') return out;
-            if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
-            if (c != '\\') {
-                out += c;
-                continue;
-            }
-            if (pos_ >= s_.size()) fail("unterminated escape");
-            const char e = s_[pos_++];
-            switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': {
-                    // Code points above U+FFFF are written as a surrogate pair \uD8xx\uDCxx.
-                    char32_t cp = read_hex4();
-                    if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
-                    if (cp >= 0xD800 && cp <= 0xDBFF) {
-                        if (s_.substr(pos_, 2) != "\\u") fail("high surrogate without its low half");
-                        pos_ += 2;
-                        const char32_t low = read_hex4();
-                        if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low half");
-                        cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-                    }
-                    append_utf8(out, cp);
-                    break;
-                }
-                default: fail("unknown escape character " + in_quotes(std::string(1, e)) + " after '\\'");
-            }
-        }
-    }
-
-    long long read_integer() {
-        const size_t start = pos_;
-        if (peek() == '-') ++pos_;
-        long long v = 0;
-        int digits = 0;
-        while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9') {
-            if (++digits > 12) fail("number too large");
-            v = v * 10 + (s_[pos_++] - '0');
-        }
-        if (digits == 0) fail("expected an integer");
-        if (peek() == '.' || peek() == 'e' || peek() == 'E') fail("expected an integer");
-        return s_[start] == '-' ? -v : v;
-    }
-
-    std::string path_;
-    std::string_view s_;
-    size_t pos_ = 0;
-};
-
 const char kEndOfTextText[] = "<|endoftext|>";
 
 // Caching every distinct piece of a huge corpus would grow without bound; past this many
@@ -419,14 +272,25 @@ Tokenizer Tokenizer::load(const std::string& dir) {
 
     // encoder.json: token text -> id. Ids must be exactly 0 .. count-1, each once.
     {
-        const std::string text = read_file(encoder_path);
-        EncoderJsonReader json(encoder_path, text);
-        std::vector<std::pair<std::string, long long>> entries;
-        json.for_each_entry([&](std::string key, long long id) { entries.emplace_back(std::move(key), id); });
-
         const auto bad = [&](const std::string& what) {
             throw Error("tokenizer file " + encoder_path + ": " + what);
         };
+        const std::string text = read_file(encoder_path);
+        Json json;
+        try {
+            json = Json::parse(text);
+        } catch (const Error& e) {
+            bad(e.what());
+        }
+        // One flat object {"token": id, ...} with whole-number ids.
+        if (json.kind != Json::Object) bad("expected one JSON object of token: id");
+        if (json.object_entries != json.object.size()) bad("a token appears twice");
+        std::vector<std::pair<std::string, long long>> entries;
+        for (const auto& [key, value] : json.object) {
+            if (value.kind != Json::Number || value.number != std::floor(value.number) || std::fabs(value.number) > 1e12)
+                bad("token " + in_quotes(key) + " has an id that is not a whole number");
+            entries.emplace_back(key, static_cast<long long>(value.number));
+        }
         if (entries.size() != static_cast<size_t>(kEndOfText) + 1)
             bad(std::to_string(entries.size()) + " tokens, expected GPT-2's " +
                 std::to_string(kEndOfText + 1));

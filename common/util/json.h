@@ -1,17 +1,39 @@
-// A minimal JSON reader, enough for the files the project writes itself (reference curves,
-// benchmark results): objects, arrays, numbers, strings, true/false/null.
+// A small, strict JSON reader: the GPT-2 vocabulary (encoder.json), and the files the project
+// writes itself (reference curves, benchmark results). Objects, arrays, numbers, strings with
+// every JSON escape (surrogate pairs too), true/false/null. Errors are one line with the byte
+// offset; parse_file() puts the file's name in front.
 #pragma once
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "util/error.h"
 
 namespace gpt {
+
+// Appends code point cp as UTF-8.
+inline void append_utf8(std::string& out, char32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
 
 struct Json {
     enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
@@ -20,6 +42,7 @@ struct Json {
     std::string string;
     std::vector<Json> array;
     std::map<std::string, Json> object;
+    size_t object_entries = 0;  // members as written, duplicates included
 
     bool has(const std::string& key) const { return kind == Object && object.count(key); }
     const Json& operator[](const std::string& key) const {
@@ -35,16 +58,16 @@ struct Json {
         return out;
     }
 
-    static Json parse(const std::string& text) {
-        size_t at = 0;
-        Json value = parse_value(text, at);
-        skip_space(text, at);
-        if (at != text.size()) throw Error("JSON: trailing characters at offset " + std::to_string(at));
+    static Json parse(std::string_view text) {
+        Reader r{text};
+        Json value = r.value();
+        r.space();
+        if (r.at != text.size()) r.fail("unexpected text after the value");
         return value;
     }
     static Json parse_file(const std::string& path) {
-        std::ifstream in(path);
-        if (!in) throw Error("cannot open " + path);
+        std::ifstream in(path, std::ios::binary);
+        if (!in) throw Error(path + ": cannot open (missing?)");
         std::stringstream s;
         s << in.rdbuf();
         try {
@@ -55,102 +78,143 @@ struct Json {
     }
 
   private:
-    static void skip_space(const std::string& s, size_t& at) {
-        while (at < s.size() && (s[at] == ' ' || s[at] == '\n' || s[at] == '\r' || s[at] == '\t')) ++at;
-    }
-    static void expect(const std::string& s, size_t& at, const char* word) {
-        const std::string w = word;
-        if (s.compare(at, w.size(), w) != 0) throw Error("JSON: expected '" + w + "' at offset " + std::to_string(at));
-        at += w.size();
-    }
-    static std::string parse_string(const std::string& s, size_t& at) {
-        expect(s, at, "\"");
-        std::string out;
-        while (at < s.size() && s[at] != '"') {
-            char c = s[at++];
-            if (c == '\\') {
-                if (at >= s.size()) break;
-                c = s[at++];
-                switch (c) {
-                    case 'n': out += '\n'; break;
-                    case 't': out += '\t'; break;
-                    case 'r': out += '\r'; break;
-                    case 'b': out += '\b'; break;
-                    case 'f': out += '\f'; break;
-                    case 'u': {  // basic plane only: enough for our own files
-                        const unsigned cp = std::strtoul(s.substr(at, 4).c_str(), nullptr, 16);
-                        at += 4;
-                        if (cp < 0x80) out += static_cast<char>(cp);
-                        else if (cp < 0x800) {
-                            out += static_cast<char>(0xC0 | (cp >> 6));
-                            out += static_cast<char>(0x80 | (cp & 0x3F));
-                        } else {
-                            out += static_cast<char>(0xE0 | (cp >> 12));
-                            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-                            out += static_cast<char>(0x80 | (cp & 0x3F));
-                        }
-                        break;
-                    }
-                    default: out += c;
-                }
-            } else {
-                out += c;
-            }
+    struct Reader {
+        std::string_view s;
+        size_t at = 0;
+
+        [[noreturn]] void fail(const std::string& what) const {
+            throw Error("malformed JSON at byte " + std::to_string(at) + ": " + what);
         }
-        expect(s, at, "\"");
-        return out;
-    }
-    static Json parse_value(const std::string& s, size_t& at) {
-        skip_space(s, at);
-        if (at >= s.size()) throw Error("JSON: unexpected end");
-        Json v;
-        const char c = s[at];
-        if (c == '{') {
-            v.kind = Object;
+        char peek() const { return at < s.size() ? s[at] : '\0'; }
+        void space() {
+            while (at < s.size() && (s[at] == ' ' || s[at] == '\n' || s[at] == '\r' || s[at] == '\t')) ++at;
+        }
+        void expect(char c) {
+            if (at >= s.size()) fail(std::string("expected '") + c + "', found the end");
+            if (s[at] != c) fail(std::string("expected '") + c + "'");
             ++at;
-            skip_space(s, at);
-            if (s[at] == '}') return ++at, v;
-            while (true) {
-                skip_space(s, at);
-                std::string key = parse_string(s, at);
-                skip_space(s, at);
-                expect(s, at, ":");
-                v.object[key] = parse_value(s, at);
-                skip_space(s, at);
-                if (s[at] == ',') { ++at; continue; }
-                expect(s, at, "}");
-                return v;
-            }
         }
-        if (c == '[') {
-            v.kind = Array;
-            ++at;
-            skip_space(s, at);
-            if (s[at] == ']') return ++at, v;
-            while (true) {
-                v.array.push_back(parse_value(s, at));
-                skip_space(s, at);
-                if (s[at] == ',') { ++at; continue; }
-                expect(s, at, "]");
-                return v;
-            }
+        bool word(std::string_view w) {
+            if (s.substr(at, w.size()) != w) return false;
+            at += w.size();
+            return true;
         }
-        if (c == '"') {
-            v.kind = String;
-            v.string = parse_string(s, at);
+        unsigned hex4() {
+            if (at + 4 > s.size()) fail("truncated \\u escape");
+            unsigned v = 0;
+            for (int i = 0; i < 4; ++i) {
+                const char h = s[at++];
+                v <<= 4;
+                if (h >= '0' && h <= '9') v |= h - '0';
+                else if (h >= 'a' && h <= 'f') v |= h - 'a' + 10;
+                else if (h >= 'A' && h <= 'F') v |= h - 'A' + 10;
+                else fail("bad hex digit in \\u escape");
+            }
             return v;
         }
-        if (s.compare(at, 4, "true") == 0) { at += 4; v.kind = Bool; v.boolean = true; return v; }
-        if (s.compare(at, 5, "false") == 0) { at += 5; v.kind = Bool; return v; }
-        if (s.compare(at, 4, "null") == 0) { at += 4; return v; }
-        if (s.compare(at, 3, "NaN") == 0) { at += 3; v.kind = Number; v.number = std::nan(""); return v; }
-        char* end = nullptr;
-        v.number = std::strtod(s.c_str() + at, &end);
-        if (end == s.c_str() + at) throw Error("JSON: unexpected character at offset " + std::to_string(at));
-        at = end - s.c_str();
-        v.kind = Number;
-        return v;
-    }
+        std::string str() {
+            expect('"');
+            std::string out;
+            while (true) {
+                if (at >= s.size()) fail("unterminated string");
+                const char c = s[at++];
+                if (c == '"') return out;
+                if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
+                if (c != '\\') {
+                    out += c;
+                    continue;
+                }
+                if (at >= s.size()) fail("unterminated escape");
+                switch (const char e = s[at++]) {
+                    case '"': out += '"'; break;
+                    case '\\': out += '\\'; break;
+                    case '/': out += '/'; break;
+                    case 'b': out += '\b'; break;
+                    case 'f': out += '\f'; break;
+                    case 'n': out += '\n'; break;
+                    case 'r': out += '\r'; break;
+                    case 't': out += '\t'; break;
+                    case 'u': {
+                        // Code points above U+FFFF are written as a surrogate pair \uD8xx\uDCxx.
+                        char32_t cp = hex4();
+                        if (cp >= 0xDC00 && cp <= 0xDFFF) fail("lone low surrogate in \\u escape");
+                        if (cp >= 0xD800 && cp <= 0xDBFF) {
+                            if (s.substr(at, 2) != "\\u") fail("high surrogate without its low half");
+                            at += 2;
+                            const char32_t low = hex4();
+                            if (low < 0xDC00 || low > 0xDFFF) fail("high surrogate without its low half");
+                            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                        }
+                        append_utf8(out, cp);
+                        break;
+                    }
+                    default: fail(std::string("unknown escape '\\") + e + "'");
+                }
+            }
+        }
+        Json value() {
+            space();
+            if (at >= s.size()) fail("unexpected end");
+            Json v;
+            const char c = s[at];
+            if (c == '{') {
+                v.kind = Object;
+                ++at;
+                space();
+                if (peek() == '}') return ++at, v;
+                while (true) {
+                    space();
+                    std::string key = str();
+                    space();
+                    expect(':');
+                    v.object[std::move(key)] = value();
+                    ++v.object_entries;
+                    space();
+                    if (peek() == ',') {
+                        ++at;
+                        continue;
+                    }
+                    expect('}');
+                    return v;
+                }
+            }
+            if (c == '[') {
+                v.kind = Array;
+                ++at;
+                space();
+                if (peek() == ']') return ++at, v;
+                while (true) {
+                    v.array.push_back(value());
+                    space();
+                    if (peek() == ',') {
+                        ++at;
+                        continue;
+                    }
+                    expect(']');
+                    return v;
+                }
+            }
+            if (c == '"') {
+                v.kind = String;
+                v.string = str();
+                return v;
+            }
+            if (word("true")) return v.kind = Bool, v.boolean = true, v;
+            if (word("false")) return v.kind = Bool, v;
+            if (word("null")) return v;
+            // Numbers; Python's json module also writes NaN, Infinity and -Infinity.
+            if (word("NaN")) return v.kind = Number, v.number = std::nan(""), v;
+            if (word("Infinity")) return v.kind = Number, v.number = INFINITY, v;
+            if (word("-Infinity")) return v.kind = Number, v.number = -INFINITY, v;
+            if (c != '-' && (c < '0' || c > '9')) fail(std::string("unexpected character '") + c + "'");
+            const std::string number(s.substr(at, std::min<size_t>(64, s.size() - at)));
+            char* end = nullptr;
+            v.number = std::strtod(number.c_str(), &end);
+            at += end - number.c_str();
+            v.kind = Number;
+            return v;
+        }
+    };
 };
 
 }  // namespace gpt
