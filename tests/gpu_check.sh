@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (DESIGN.md §7): one command that establishes, on a machine with a GPU, that every
+# The GPU check: one command that establishes, on a machine with a GPU, that every
 # stage is correct and how fast it is. CI has no GPU, so this is where GPU code is really tested.
 #
 #   a. configure the `all` preset for the local GPU and build it with all cores

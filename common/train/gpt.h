@@ -214,7 +214,7 @@ class GPT {
     void synchronize() { S::synchronize(ctx_); }
 
   private:
-    // One transformer block's saved activations (pointers into activations_).
+    // One transformer block's saved activations (pointers into act_storage_ and stat_storage_).
     struct Layer {
         act_t *ln1, *qkv, *atty, *attproj, *residual2, *ln2, *fch, *fch_gelu, *fcproj, *residual3;
         float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;

@@ -29,7 +29,7 @@ __device__ inline float adamw_element(float p, float g, float& m, float& v, floa
     return p - lr * (m / bias1) / (sqrtf(v / bias2) + eps);
 }
 
-// grad_scale is the clipping factor, min(1, clip / norm): the gradients themselves stay as
+// grad_scale is the clipping factor, min(1, clip / (norm + 1e-6)): the gradients themselves stay as
 // backward() left them.
 __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
                              float beta2, float eps, float weight_decay, float bias1, float bias2, float grad_scale) {

@@ -1,4 +1,4 @@
-// bench_ceilings: the two ceilings of the benchmark ladder (DESIGN.md §6), measured on the
+// bench_ceilings: the two ceilings of the benchmark ladder (tests/bench/README.md), measured on the
 // local GPU, so that every stage's number can be read against what this chip can actually do:
 //
 //   bandwidth  a large device-to-device copy. A kernel that only moves data (LayerNorm, GELU,

@@ -41,7 +41,7 @@ sys.path.insert(0, HERE)  # for plot.py, next to this file
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 # ----------------------------------------------------------------------------------------
-# The workload: the same for every entry (DESIGN.md §6)
+# The workload: the same for every entry (tests/bench/README.md)
 
 # name: (maxT, V, L, H, C), mirrored from common/model/config.cpp (kConfigs).
 MODELS = {
