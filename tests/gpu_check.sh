@@ -195,6 +195,15 @@ ctest_counts() {
     fi
 }
 ctest_skipped() { grep -c '(Skipped)' "$1" 2>/dev/null || true; }
+# Reads a ctest log into CT_TOTAL, CT_FAILED, CT_SKIPPED and CT_DETAIL ("P passed, F failed, ...").
+ctest_summary() {
+    local counts
+    counts=$(ctest_counts "$1")
+    CT_TOTAL=${counts% *}
+    CT_FAILED=${counts#* }
+    CT_SKIPPED=$(ctest_skipped "$1")
+    CT_DETAIL="$((CT_TOTAL - CT_FAILED - CT_SKIPPED)) passed, $CT_FAILED failed, $CT_SKIPPED skipped of $CT_TOTAL"
+}
 
 # The stages built in $BUILD: "00 01 ...", from the trainers' file names.
 built_stages() {
@@ -293,13 +302,10 @@ step_gpu_tests() {
         return 1
     fi
     (cd "$REPO" && REQUIRE_GPU=1 run_logged "$log" ctest --preset all -L gpu)
-    local rc=$? counts total failed skipped
-    counts=$(ctest_counts "$log")
-    total=${counts% *}
-    failed=${counts#* }
-    skipped=$(ctest_skipped "$log")
-    local detail="$((total - failed - skipped)) passed, $failed failed, $skipped skipped of $total"
-    if ((rc == 0 && total > 0 && skipped == 0)); then
+    local rc=$?
+    ctest_summary "$log"
+    local detail=$CT_DETAIL
+    if ((rc == 0 && CT_TOTAL > 0 && CT_SKIPPED == 0)); then
         end_step "c. GPU tests" PASS "$detail"
     else
         end_step "c. GPU tests" FAIL "$detail (log: $log)"
@@ -317,13 +323,10 @@ step_reference_tests() {
         return 0
     fi
     (cd "$REPO" && run_logged "$log" ctest --preset all -L reference)
-    local rc=$? counts total failed skipped
-    counts=$(ctest_counts "$log")
-    total=${counts% *}
-    failed=${counts#* }
-    skipped=$(ctest_skipped "$log")
-    local detail="$((total - failed - skipped)) passed, $failed failed, $skipped skipped of $total"
-    if ((rc == 0 && total > 0)); then
+    local rc=$?
+    ctest_summary "$log"
+    local detail=$CT_DETAIL
+    if ((rc == 0 && CT_TOTAL > 0)); then
         end_step "c. reference tests" PASS "$detail"
     else
         end_step "c. reference tests" FAIL "$detail (log: $log)"

@@ -256,7 +256,7 @@ TEST(FindShards, MissingOrEmptyDirectoryIsNamed) {
 // The loader
 
 // A direct transcription of the pseudo code in docs/formats.md, over in-memory shards.
-struct ReferenceOrder {
+struct DocumentedOrder {
     std::vector<std::vector<int>> shards;
     int64_t B, T, rank, world;
     size_t shard = 0;
@@ -366,7 +366,7 @@ TEST(Loader, MatchesTheDocumentedOrderForOneAndThreeRanks) {
     for (const int world : {1, 3}) {
         for (int rank = 0; rank < world; ++rank) {
             DataLoader loader(set.paths, B, T, rank, world, kVocab);
-            ReferenceOrder reference{set.tokens, B, T, rank, world};
+            DocumentedOrder reference{set.tokens, B, T, rank, world};
             // Enough steps to pass through every shard about three times.
             const int steps = 3 * (1001 + 777 + 2049) / (B * T * world) + 5;
             for (int step = 0; step < steps; ++step) {
@@ -417,7 +417,7 @@ TEST(Loader, SingleShardWrapsToItsStart) {
     const fs::path dir = scratch_dir();
     const ShardSet set = write_shard_set(dir, {50}, 51);
     DataLoader loader(set.paths, 4, 4, 0, 1, kVocab);  // 16-token windows: 0, 16, then wrap
-    ReferenceOrder reference{set.tokens, 4, 4, 0, 1};
+    DocumentedOrder reference{set.tokens, 4, 4, 0, 1};
     std::vector<Batch> first;
     for (int step = 0; step < 7; ++step) {
         const Batch got = loader.next();
