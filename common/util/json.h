@@ -152,6 +152,23 @@ struct Json {
                 }
             }
         }
+        // The items of an object or array after its opening bracket: none, or item() separated
+        // by commas, then `close`.
+        template <class Item>
+        void items(char close, Item&& item) {
+            space();
+            if (peek() == close) {
+                ++at;
+                return;
+            }
+            while (true) {
+                item();
+                space();
+                if (peek() != ',') break;
+                ++at;
+            }
+            expect(close);
+        }
         Json value() {
             space();
             if (at >= s.size()) fail("unexpected end");
@@ -160,39 +177,21 @@ struct Json {
             if (c == '{') {
                 v.kind = Object;
                 ++at;
-                space();
-                if (peek() == '}') return ++at, v;
-                while (true) {
+                items('}', [&] {
                     space();
                     std::string key = str();
                     space();
                     expect(':');
                     v.object[std::move(key)] = value();
                     ++v.object_entries;
-                    space();
-                    if (peek() == ',') {
-                        ++at;
-                        continue;
-                    }
-                    expect('}');
-                    return v;
-                }
+                });
+                return v;
             }
             if (c == '[') {
                 v.kind = Array;
                 ++at;
-                space();
-                if (peek() == ']') return ++at, v;
-                while (true) {
-                    v.array.push_back(value());
-                    space();
-                    if (peek() == ',') {
-                        ++at;
-                        continue;
-                    }
-                    expect(']');
-                    return v;
-                }
+                items(']', [&] { v.array.push_back(value()); });
+                return v;
             }
             if (c == '"') {
                 v.kind = String;
