@@ -359,8 +359,10 @@ double sum_squares(const float* x, size_t n) {
     return sum;
 }
 
-void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int t, float grad_scale) {
+void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, const AdamWSettings& settings,
+                  float lr, int t, float grad_scale) {
+    const float beta1 = settings.beta1, beta2 = settings.beta2, eps = settings.eps;
+    const float weight_decay = settings.weight_decay;
     const float bias1 = 1.0f - std::pow(beta1, static_cast<float>(t));
     const float bias2 = 1.0f - std::pow(beta2, static_cast<float>(t));
 #pragma omp parallel for

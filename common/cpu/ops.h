@@ -11,6 +11,8 @@
 #pragma once
 #include <cstddef>
 
+#include "train/optimizer.h"
+
 namespace gpt::cpu {
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
@@ -52,9 +54,9 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
 // Sum of squares in double, for the global gradient norm.
 double sum_squares(const float* x, size_t n);
 
-// One AdamW step as torch.optim.AdamW (docs/formats.md); t counts from 1; the gradient is
-// multiplied by grad_scale (clipping) first.
-void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int t, float grad_scale);
+// One AdamW step as torch.optim.AdamW (docs/formats.md) with the settings' betas, eps and
+// weight decay; t counts from 1; the gradient is multiplied by grad_scale (clipping) first.
+void adamw_update(float* params, float* m, float* v, const float* grads, size_t n, const AdamWSettings& settings,
+                  float lr, int t, float grad_scale);
 
 }  // namespace gpt::cpu

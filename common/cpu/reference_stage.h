@@ -1,6 +1,11 @@
 // The CPU reference as a stage policy: the model graph of common/train/gpt.h running the fp32
 // ops of common/cpu/ops.h in host memory. It is what `cmake --preset cpu && ./train` trains.
+//
+//   CpuBackend    host memory, copies, sums: what the GPU stages get from CudaBackend
+//   CpuAdamW      the optimizer: fp32 weights and moments, norm, clip and AdamW in one step()
+//   CpuReference  the policy: every op calls the plain C++ function of cpu/ops.h
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -10,19 +15,35 @@
 #include <sys/resource.h>
 
 #include "cpu/ops.h"
+#include "train/optimizer.h"
+#include "train/parallel.h"
+#include "train/policy.h"
 #include "train/precision.h"
 
 namespace gpt {
 
-struct CpuReference {
-    static constexpr const char* name = "cpu_reference";
-    static constexpr const char* description = "fp32 CPU reference (OpenMP)";
+struct CpuBackend {
     static constexpr bool kIsGpu = false;
-    static constexpr int kVocabMultiple = 1;  // no vocabulary padding
-    using act_t = float;
-    static constexpr Precision kPrecision = Precision::FP32;
 
-    struct Context {};
+    struct Context {
+        template <class Stage>
+        explicit Context(StageTag<Stage>) {}
+    };
+
+    template <class U>
+    class Buffer {
+      public:
+        Buffer() = default;
+        explicit Buffer(size_t n) : data_(n) {}
+        U* data() { return data_.data(); }
+        const U* data() const { return data_.data(); }
+        size_t size() const { return data_.size(); }
+
+      private:
+        std::vector<U> data_;
+    };
+    template <class U>
+    using HostBuffer = Buffer<U>;  // everything is host memory here
 
     static void check_device() {}
     template <class Options>
@@ -38,35 +59,65 @@ struct CpuReference {
         getrusage(RUSAGE_SELF, &usage);
         return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
     }
-
-    template <class U>
-    class Buffer {
-      public:
-        Buffer() = default;
-        explicit Buffer(size_t n) : data_(n) {}
-        U* data() { return data_.data(); }
-        const U* data() const { return data_.data(); }
-        size_t size() const { return data_.size(); }
-
-      private:
-        std::vector<U> data_;
-    };
+    template <class Stage>
+    static std::string matmul_math() {
+        return "fp32 loops (common/cpu/ops.cpp)";
+    }
 
     template <class U>
     static void copy_in(Context&, U* dst, const U* host, size_t n) { std::memcpy(dst, host, n * sizeof(U)); }
     template <class U>
     static void copy_out(Context&, U* host, const U* src, size_t n) { std::memcpy(host, src, n * sizeof(U)); }
     template <class U>
+    static void copy_in_async(Context& ctx, U* dst, const U* host, size_t n) { copy_in(ctx, dst, host, n); }
+    template <class U>
+    static void copy_out_async(Context& ctx, U* host, const U* src, size_t n) { copy_out(ctx, host, src, n); }
+    template <class U>
     static void fill_zero(Context&, U* p, size_t n) { std::memset(p, 0, n * sizeof(U)); }
-    static void to_act(Context&, float*, const float*, size_t) {}  // act_t is float: nothing to convert
-    static float mean_loss(Context&, const float* losses, int n) {
+    static void sum_into(Context&, double* out, const float* x, size_t n) {
         double sum = 0.0;
-        for (int i = 0; i < n; ++i) sum += losses[i];
-        return static_cast<float>(sum / n);
+        for (size_t i = 0; i < n; ++i) sum += x[i];
+        *out += sum;
     }
     static void synchronize(Context&) {}
 
+    struct Range {
+        explicit Range(const char*) {}
+    };
+};
+
+// AdamW on the host: the same step as every GPU stage's optimizer.
+class CpuAdamW : public OptimizerState<CpuBackend> {
+  public:
+    using act_t = float;
+    static constexpr const char* source = __FILE__;
+
+    CpuAdamW(CpuBackend::Context& ctx, const ParamLayout& layout) : OptimizerState(ctx, layout) {}
+
+    const float* act_weights() const { return master(); }  // fp32 activations read the master weights
+
+    void step(CpuBackend::Context&, const float* grads, const AdamWSettings& settings, const StepScalars* scalars,
+              double* grad_sum_squares) {
+        *grad_sum_squares = cpu::sum_squares(grads, size());
+        const float norm = static_cast<float>(std::sqrt(*grad_sum_squares));
+        const float scale = clip_factor(norm, settings.grad_clip);
+        for_each_tensor(settings, [&](size_t offset, size_t n, const AdamWSettings& tensor) {
+            cpu::adamw_update(master() + offset, m() + offset, v() + offset, grads + offset, n, tensor, scalars->lr,
+                              scalars->t, scale);
+        });
+    }
+};
+
+struct CpuReference : CpuBackend {
+    static constexpr const char* name = "cpu_reference";
+    static constexpr const char* description = "fp32 CPU reference (OpenMP)";
+    using act_t = float;
+    static constexpr Precision kPrecision = Precision::FP32;
+    static constexpr int kVocabMultiple = 1;     // no vocabulary padding
+    static constexpr bool kCaptureStep = false;  // nothing to capture on the CPU
+
     struct Embedding {
+        static constexpr const char* source = __FILE__;
         static void forward(Context&, float* out, const int* tokens, const float* wte, const float* wpe, int B,
                             int T, int C) {
             cpu::embedding_forward(out, tokens, wte, wpe, B, T, C);
@@ -78,6 +129,7 @@ struct CpuReference {
     };
 
     struct LayerNorm {
+        static constexpr const char* source = __FILE__;
         static void forward(Context&, float* out, float* mean, float* rstd, const float* inp, const float* w,
                             const float* b, int N, int C) {
             cpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
@@ -89,6 +141,7 @@ struct CpuReference {
     };
 
     struct Matmul {
+        static constexpr const char* source = __FILE__;
         static void forward(Context&, float* out, const float* inp, const float* w, const float* bias, int N, int C,
                             int OC) {
             cpu::matmul_forward(out, inp, w, bias, N, C, OC);
@@ -100,6 +153,7 @@ struct CpuReference {
     };
 
     struct Attention {
+        static constexpr const char* source = __FILE__;
         // saved for backward: the softmax probabilities, B x NH x T x T
         static size_t saved_bytes(size_t B, size_t T, size_t, size_t NH, size_t) { return B * NH * T * T * sizeof(float); }
         static size_t scratch_bytes(size_t, size_t, size_t, size_t, size_t) { return 0; }
@@ -113,6 +167,7 @@ struct CpuReference {
     };
 
     struct Gelu {
+        static constexpr const char* source = __FILE__;
         static void forward(Context&, float* out, const float* inp, size_t n) { cpu::gelu_forward(out, inp, n); }
         static void backward(Context&, float* dinp, const float* inp, const float* dout, size_t n) {
             cpu::gelu_backward(dinp, inp, dout, n);
@@ -120,12 +175,14 @@ struct CpuReference {
     };
 
     struct Residual {
+        static constexpr const char* source = __FILE__;
         static void forward(Context&, float* out, const float* a, const float* b, size_t n) {
             cpu::residual_forward(out, a, b, n);
         }
     };
 
     struct Classifier {
+        static constexpr const char* source = __FILE__;
         // saved for backward: the probabilities, N x Vp
         static size_t saved_bytes(size_t N, size_t Vp, size_t) { return N * Vp * sizeof(float); }
         static size_t scratch_bytes(size_t, size_t, size_t) { return 0; }
@@ -139,15 +196,13 @@ struct CpuReference {
         }
     };
 
-    struct Optimizer {
-        static double sum_squares(Context&, const float* grads, size_t n) { return cpu::sum_squares(grads, n); }
-        // act_copy: always null here (the CPU reference has no second copy of the weights).
-        static void adamw(Context&, float* params, float* /*act_copy*/, const float* grads, float* m, float* v,
-                          size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t,
-                          float grad_scale) {
-            cpu::adamw_update(params, m, v, grads, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
-        }
-    };
+    // The reference has no fused kernels: the graph composes the ops above (train/compose.h).
+    using MatmulBiasGelu = Unfused;
+    using ResidualLayerNorm = Unfused;
+    using ClassifierWithGrad = Unfused;
+
+    using Optimizer = CpuAdamW;
+    using Parallel = SingleProcess;
 };
 
 }  // namespace gpt

@@ -1,45 +1,47 @@
-// What every GPU stage shares and no stage changes: the device, the stream, memory and copies.
-// A stage policy derives from CudaBackend and adds its ops (stages/*/stage.cuh).
+// What every GPU stage shares and no stage changes: the device, the stream, memory, copies,
+// the device-side sums the step reports, profiler ranges and step capture. A stage policy
+// derives from CudaBackend and adds its ops (stages/*/stage.cuh).
 #pragma once
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "cuda/buffer.cuh"
 #include "cuda/check.cuh"
 #include "cuda/device.cuh"
 #include "cuda/gemm.cuh"
+#include "cuda/graph.cuh"
 #include "cuda/reduce.cuh"
 #include "cuda/types.cuh"
+#include "train/policy.h"
 
 namespace gpt {
 
-namespace cuda {
-template <class T>
-__global__ void convert_kernel(T* out, const float* in, size_t n) {
-    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < n) out[i] = from_float<T>(in[i]);
-}
-}  // namespace cuda
-
 struct CudaBackend {
     static constexpr bool kIsGpu = true;
-    static constexpr int kVocabMultiple = 1;
 
     template <class U>
     using Buffer = cuda::DeviceBuffer<U>;
+    template <class U>
+    using HostBuffer = cuda::PinnedBuffer<U>;  // staging for asynchronous copies
 
-    // Per-model state: the stream every op runs on and the matmul library's handle.
+    // Per-model state: the stream every op runs on, the matmul library with the arithmetic of
+    // the stage's precision, and the captured training step (stages with kCaptureStep).
     struct Context {
-        Context() { CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
+        template <class Stage>
+        explicit Context(StageTag<Stage>) : matmul_compute(cuda::MatmulMath<Stage::kPrecision>::compute) {
+            CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        }
         ~Context() { cudaStreamDestroy(stream); }
         Context(const Context&) = delete;
         Context& operator=(const Context&) = delete;
+
         cudaStream_t stream = nullptr;
+        cublasComputeType_t matmul_compute;  // what every matmul of the stage computes with
         cuda::GemmContext gemm;
-        cuda::DeviceBuffer<double> reduction{16};  // results of device-wide sums (gradient norm)
+        cuda::StepGraph step_graph;
     };
 
     static void check_device() { cuda::require_device(); }
@@ -48,7 +50,13 @@ struct CudaBackend {
     static std::string device_description() { return cuda::device_description(); }
     static double peak_flops() { return cuda::peak_bf16_flops(cuda::device_name()); }
     static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }
+    // For the op table: which file defines the stage's matmul arithmetic.
+    template <class Stage>
+    static std::string matmul_math() {
+        return repo_path(cuda::MatmulMath<Stage::kPrecision>::source);
+    }
 
+    // Copies that wait until they are done: for setting up and reading back, not inside a step.
     template <class U>
     static void copy_in(Context& ctx, U* dst, const U* host, size_t n) {
         CUDA_CHECK(cudaMemcpyAsync(dst, host, n * sizeof(U), cudaMemcpyHostToDevice, ctx.stream));
@@ -59,24 +67,43 @@ struct CudaBackend {
         CUDA_CHECK(cudaMemcpyAsync(host, src, n * sizeof(U), cudaMemcpyDeviceToHost, ctx.stream));
         CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     }
+    // Copies queued on the stream, from and to pinned HostBuffers: the host does not wait, and
+    // must not touch the host memory until the stream has passed the copy.
+    template <class U>
+    static void copy_in_async(Context& ctx, U* dst, const U* pinned, size_t n) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, pinned, n * sizeof(U), cudaMemcpyHostToDevice, ctx.stream));
+    }
+    template <class U>
+    static void copy_out_async(Context& ctx, U* pinned, const U* src, size_t n) {
+        CUDA_CHECK(cudaMemcpyAsync(pinned, src, n * sizeof(U), cudaMemcpyDeviceToHost, ctx.stream));
+    }
     template <class U>
     static void fill_zero(Context& ctx, U* p, size_t n) {
         CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(U), ctx.stream));
     }
-    // The act_t copy of the fp32 master weights (mixed-precision stages only).
-    template <class T>
-    static void to_act(Context& ctx, T* out, const float* in, size_t n) {
-        cuda::convert_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, in, n);
+    // *out += the sum of x[0..n), on the device (the step's loss stays there until the step ends).
+    static void sum_into(Context& ctx, double* out, const float* x, size_t n) {
+        cuda::sum_into(ctx.stream, out, x, n);
         LAUNCH_CHECK();
     }
-    static float mean_loss(Context& ctx, const float* losses, int n) {
-        std::vector<float> host(n);
-        copy_out(ctx, host.data(), losses, n);
-        double sum = 0.0;
-        for (float l : host) sum += l;
-        return static_cast<float>(sum / n);
-    }
     static void synchronize(Context& ctx) { CUDA_CHECK(cudaStreamSynchronize(ctx.stream)); }
+
+    // A named range on the profiler's timeline (Nsight Systems shows the graph's op names).
+    struct Range {
+        explicit Range(const char* name) { nvtxRangePushA(name); }
+        ~Range() { nvtxRangePop(); }
+        Range(const Range&) = delete;
+        Range& operator=(const Range&) = delete;
+    };
+
+    // Step capture (stages with kCaptureStep): record what enqueue() queues, then replay it.
+    template <class F>
+    static void capture_step(Context& ctx, F&& enqueue) {
+        ctx.step_graph.capture(ctx.stream, enqueue);
+    }
+    static bool step_captured(const Context& ctx) { return ctx.step_graph.ready(); }
+    static void replay_step(Context& ctx) { ctx.step_graph.replay(ctx.stream); }
+    static void forget_step(Context& ctx) { ctx.step_graph.reset(); }
 };
 
 }  // namespace gpt

@@ -1,5 +1,6 @@
-// Owning device memory. Every allocation goes through here, so the trainer can report how
-// much device memory the model holds (peak_allocated_bytes).
+// Owning memory: device memory for everything the model holds, and pinned host memory for what
+// travels to and from it without the host waiting. Every device allocation goes through here,
+// so the trainer can report how much device memory the model holds (MemoryStats).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -28,20 +29,43 @@ struct MemoryStats {
     static void remove(size_t n) { current() -= n; }
 };
 
-template <class T>
-class DeviceBuffer {
-  public:
-    DeviceBuffer() = default;
-    explicit DeviceBuffer(size_t n) : size_(n) {
-        if (n == 0) return;
-        CUDA_CHECK(cudaMalloc(&data_, n * sizeof(T)));
-        MemoryStats::add(n * sizeof(T));
+// Where an OwnedArray's memory comes from.
+struct DeviceMemory {
+    static void* allocate(size_t bytes) {
+        void* p = nullptr;
+        CUDA_CHECK(cudaMalloc(&p, bytes));
+        MemoryStats::add(bytes);
+        return p;
     }
-    ~DeviceBuffer() { release(); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    DeviceBuffer(DeviceBuffer&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    static void release(void* p, size_t bytes) {
+        cudaFree(p);  // no check: destructors must not throw
+        MemoryStats::remove(bytes);
+    }
+};
+// Page-locked ("pinned") host memory: the only host memory the device copies from and to
+// asynchronously. The model stages each batch here.
+struct PinnedMemory {
+    static void* allocate(size_t bytes) {
+        void* p = nullptr;
+        CUDA_CHECK(cudaMallocHost(&p, bytes));
+        return p;
+    }
+    static void release(void* p, size_t) { cudaFreeHost(p); }
+};
+
+// n elements of T, allocated once, freed when the array goes; movable, not copyable.
+template <class T, class Memory>
+class OwnedArray {
+  public:
+    OwnedArray() = default;
+    explicit OwnedArray(size_t n) : size_(n) {
+        if (n > 0) data_ = static_cast<T*>(Memory::allocate(n * sizeof(T)));
+    }
+    ~OwnedArray() { release(); }
+    OwnedArray(const OwnedArray&) = delete;
+    OwnedArray& operator=(const OwnedArray&) = delete;
+    OwnedArray(OwnedArray&& o) noexcept : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+    OwnedArray& operator=(OwnedArray&& o) noexcept {
         if (this != &o) {
             release();
             data_ = std::exchange(o.data_, nullptr);
@@ -55,13 +79,16 @@ class DeviceBuffer {
 
   private:
     void release() {
-        if (!data_) return;
-        cudaFree(data_);  // no check: destructors must not throw
-        MemoryStats::remove(size_ * sizeof(T));
+        if (data_) Memory::release(data_, size_ * sizeof(T));
         data_ = nullptr;
     }
     T* data_ = nullptr;
     size_t size_ = 0;
 };
+
+template <class T>
+using DeviceBuffer = OwnedArray<T, DeviceMemory>;
+template <class T>
+using PinnedBuffer = OwnedArray<T, PinnedMemory>;
 
 }  // namespace gpt::cuda

@@ -3,9 +3,8 @@
 //     C[M x N] = alpha · op(A) · op(B) + beta · C        op(X) = X or Xᵀ
 //
 // optionally batched (strided). The stages differ only in the arguments: the element types
-// (fp32, then bf16) and the compute type: CUBLAS_COMPUTE_32F (fp32 math, no tensor cores for
-// fp32 data) in stage 00, CUBLAS_COMPUTE_32F_FAST_TF32 (tensor cores on fp32 data) in stage 01,
-// and CUBLAS_COMPUTE_32F again with bf16 data from stage 02 (bf16 tensor cores, fp32 sums).
+// (fp32, then bf16) and the compute type, which each stage's precision names through
+// MatmulMath below.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -16,8 +15,19 @@
 
 #include "cuda/check.cuh"
 #include "cuda/types.cuh"
+#include "train/precision.h"
 
 namespace gpt::cuda {
+
+// The cuBLAS compute type of a stage's Precision. Declared here and defined by the stage that
+// introduces the precision, each with its `compute` type and its `source` file:
+//   FP32  stages/00_fp32_baseline/matmul.cuh  CUBLAS_COMPUTE_32F: fp32 math, no tensor cores
+//   TF32  stages/01_tf32/tf32.cuh             fp32 data on tensor cores, operands rounded to TF32
+//   BF16  stages/02_bf16_autocast/bf16_math.cuh  bf16 data on tensor cores, fp32 sums
+// The CUDA context takes it from the policy's kPrecision (cuda/backend.cuh), so a stage that
+// declares a precision gets its arithmetic without re-declaring any op.
+template <Precision P>
+struct MatmulMath;
 
 // cuBLASLt handle, workspace and the algorithm chosen for each problem shape.
 class GemmContext {

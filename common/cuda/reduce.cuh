@@ -3,6 +3,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
+
 namespace gpt::cuda {
 
 __device__ inline float warp_sum(float v) {
@@ -38,5 +41,30 @@ __device__ inline float block_max(float v, float* shared) {
 }
 
 inline unsigned ceil_div(size_t n, unsigned d) { return static_cast<unsigned>((n + d - 1) / d); }
+
+// *out += the sum of f(x[i]) over n elements (the losses of a batch; squares of the gradients).
+// Each block sums its part in float and adds it into the double with one atomicAdd, so the last
+// bits depend on the order the blocks finish in.
+template <class F>
+__global__ void sum_into_kernel(double* out, const float* x, size_t n, F f) {
+    __shared__ float shared[32];
+    float sum = 0.0f;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+        sum += f(x[i]);
+    sum = block_sum(sum, shared);
+    if (threadIdx.x == 0) atomicAdd(out, static_cast<double>(sum));
+}
+
+struct Identity {
+    __device__ float operator()(float x) const { return x; }
+};
+struct Square {
+    __device__ float operator()(float x) const { return x * x; }
+};
+
+template <class F = Identity>
+void sum_into(cudaStream_t stream, double* out, const float* x, size_t n, F f = F{}) {
+    sum_into_kernel<<<std::min(ceil_div(n, 256), 1024u), 256, 0, stream>>>(out, x, n, f);
+}
 
 }  // namespace gpt::cuda

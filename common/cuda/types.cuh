@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <library_types.h>
 
+#include "train/precision.h"
+
 namespace gpt {
 
 using bf16 = __nv_bfloat16;
@@ -17,6 +19,9 @@ template <>
 __host__ __device__ inline float from_float<float>(float x) { return x; }
 template <>
 __host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }  // round to nearest
+
+template <>
+inline const char* act_type_name<bf16>() { return "bf16"; }
 
 // The cuBLAS name of each type.
 template <class T>

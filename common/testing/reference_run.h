@@ -2,11 +2,13 @@
 // gradients, and the loss curve of the 20 overfitting steps. Used by the CPU reference's tests
 // and by every GPU stage's tests, so they all train exactly the same way.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "testing/reference_case.h"
 #include "train/gpt.h"
 #include "train/schedule.h"
+#include "util/error.h"
 
 namespace gpt::test {
 
@@ -15,14 +17,23 @@ struct Step0 {
     std::vector<float> grads;  // file layout
 };
 
+// The case's one batch, as the data loader would give it.
+inline Batch reference_batch(const ReferenceCase& c) {
+    const size_t n = size_t(c.B) * c.T;
+    return Batch{std::vector<int>(c.tokens.begin(), c.tokens.begin() + n),
+                 std::vector<int>(c.tokens.begin() + 1, c.tokens.begin() + n + 1)};
+}
+
 template <class S>
 Step0 reference_step0() {
     const ReferenceCase c = overfit_case();
     GPT<S> model(c.config, c.B, c.T);
     model.set_parameters(c.params);
+    model.zero_grad();
+    model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+    model.backward(1.0f / float(c.B * c.T));  // the gradient of the mean loss
     Step0 r;
-    r.loss = model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
-    model.backward();
+    r.loss = model.sync().loss;
     r.grads = model.gradients();
     return r;
 }
@@ -43,14 +54,57 @@ Curve reference_curve(const ReferenceSettings& s) {
     adamw.weight_decay = s.weight_decay;
     adamw.grad_clip = s.grad_clip;
     Curve curve;
+    // one batch, every step: the data loader over a B*T + 1 token shard repeats it
+    const std::vector<Batch> batch = {reference_batch(c)};
     for (int step = 0; step < s.steps; ++step) {
-        // one batch, every step: the data loader over a B*T + 1 token shard repeats it
-        curve.losses.push_back(model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T));
-        model.backward();
         const float lr = learning_rate(step, s.steps, s.warmup, s.lr, s.min_lr_frac);
-        curve.grad_norms.push_back(model.update(adamw, lr, step + 1));
+        const StepResult r = model.train_step(batch, c.B, c.T, 1.0f / float(c.B * c.T), adamw, lr, step + 1);
+        curve.losses.push_back(r.loss);
+        curve.grad_norms.push_back(r.grad_norm);
     }
     return curve;
+}
+
+// One optimizer step of the reference case taken two ways: its batch of B sequences whole, and
+// split into `k` micro-batches of B / k sequences whose gradients accumulate. Both weigh every
+// position's loss 1 / (B·T), so they must agree up to the order of the additions.
+struct StepOutcome {
+    StepResult result;
+    std::vector<float> grads, params;  // after the step, file layout
+};
+struct AccumulationRun {
+    StepOutcome whole, accumulated;
+};
+
+template <class S>
+AccumulationRun whole_and_accumulated(int k) {
+    const ReferenceCase c = overfit_case();
+    if (k < 1 || c.B % k != 0) throw Error("whole_and_accumulated: k must divide B = " + std::to_string(c.B));
+    const Batch batch = reference_batch(c);
+    const size_t micro_tokens = size_t(c.B / k) * c.T;
+    std::vector<Batch> micro(k);
+    for (int i = 0; i < k; ++i) {
+        auto part = [&](const std::vector<int>& v) {
+            return std::vector<int>(v.begin() + i * micro_tokens, v.begin() + (i + 1) * micro_tokens);
+        };
+        micro[i] = Batch{part(batch.inputs), part(batch.targets)};
+    }
+    const float loss_scale = 1.0f / float(c.B * c.T);
+    const AdamWSettings adamw;
+    auto run = [&](GPT<S>& model, const std::vector<Batch>& batches, int B) {
+        model.set_parameters(c.params);
+        StepOutcome o;
+        o.result = model.train_step(batches, B, c.T, loss_scale, adamw, 1e-3f, 1);
+        o.grads = model.gradients();
+        o.params = model.parameters();
+        return o;
+    };
+    AccumulationRun r;
+    GPT<S> whole(c.config, c.B, c.T);
+    r.whole = run(whole, {batch}, c.B);
+    GPT<S> accumulated(c.config, c.B / k, c.T, k);
+    r.accumulated = run(accumulated, micro, c.B / k);
+    return r;
 }
 
 }  // namespace gpt::test

@@ -1,66 +1,77 @@
-// The GPT-2 model graph: forward, backward and the optimizer step, written once against a
-// stage policy `S`. Every trainer in the project (the CPU reference and each GPU stage) is
-// this class with a different policy; the policy supplies the element type of activations,
-// the memory and the ops:
+// The GPT-2 model graph, written once against a stage policy `S`: forward, backward, and the
+// training step that joins them to the optimizer. Every trainer of the project (the CPU
+// reference and each GPU stage) is this class with a different policy. From the policy it takes
 //
-//   S::act_t                       activations and matmul operands (float, later bf16)
-//   S::Context, S::Buffer<U>       per-model state (stream, handles) and owning memory
-//   S::copy_in / copy_out / fill_zero / to_act / mean_loss / synchronize
-//   S::Embedding, S::LayerNorm, S::Matmul, S::Attention, S::Gelu, S::Residual,
-//   S::Classifier, S::Optimizer    forward/backward of each op (see common/cpu/ops.h for the
-//                                  shapes and the gradient conventions every op follows)
+//   S::act_t                      activations and matmul operands (float, later bf16)
+//   S::Context, Buffer, HostBuffer   per-model state (stream, handles), device and pinned memory
+//   S::copy_in/out(_async), fill_zero, sum_into, synchronize, Range (a profiler range)
+//   the ops, as Ops<S> resolves them (train/policy.h): Embedding, LayerNorm, Matmul, Attention,
+//   Gelu, Residual, Classifier; the fusion slots MatmulBiasGelu, ResidualLayerNorm and
+//   ClassifierWithGrad; the Optimizer, which owns the weights; Parallel (rank, world, reductions)
 //
-// All memory is allocated once, in the constructor.
+// Nothing here waits for the device except sync() and the read-back functions: a training step
+// is zero_grad(), then forward() and backward() per micro-batch, then update(), then sync(), and
+// train_step() does exactly that (as one CUDA Graph in stages with S::kCaptureStep).
+// All memory is allocated once, in the constructor. Shapes and the gradient conventions every
+// op follows: common/cpu/ops.h.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "data/loader.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "train/optimizer.h"
+#include "train/policy.h"
 #include "util/error.h"
 
 namespace gpt {
 
-struct AdamWSettings {
-    float beta1 = 0.9f;
-    float beta2 = 0.95f;
-    float eps = 1e-8f;
-    float weight_decay = 0.1f;
-    float grad_clip = 1.0f;  // 0: no clipping
+// What a training step reports, read after its one synchronisation.
+struct StepResult {
+    float loss = std::numeric_limits<float>::quiet_NaN();       // mean loss over the step's positions
+    float grad_norm = std::numeric_limits<float>::quiet_NaN();  // before clipping
 };
 
 template <class S>
 class GPT {
   public:
     using act_t = typename S::act_t;
+    using O = Ops<S>;
+    using Optimizer = typename O::Optimizer;
+    using Parallel = typename O::Parallel;
     template <class U>
     using Buffer = typename S::template Buffer<U>;
-    static constexpr bool kSeparateActParams = !std::is_same_v<act_t, float>;
+    template <class U>
+    using HostBuffer = typename S::template HostBuffer<U>;
+    static_assert(std::is_same_v<typename Optimizer::act_t, act_t>,
+                  "the stage's Optimizer must give the weights in the stage's act_t");
 
-    // B, T: the largest batch the model will see (forward() may use less).
-    GPT(const GPTConfig& config, int B, int T)
-        : config_(config), B_(B), T_(T), Vp_(config.padded_vocab(S::kVocabMultiple)),
-          layout_(config, Vp_), ctx_() {
-        validate_config(config);
-        if (T > config.max_seq_len)
-            throw Error("sequence length " + std::to_string(T) + " is longer than the model's context (" +
-                        std::to_string(config.max_seq_len) + "); use --seq " + std::to_string(config.max_seq_len) +
-                        " or less");
-        if (B <= 0 || T <= 0) throw Error("batch size and sequence length must be positive");
-        const size_t n = layout_.total();
-        params_ = Buffer<float>(n);
-        if constexpr (kSeparateActParams) act_params_ = Buffer<act_t>(n);
-        grads_ = Buffer<float>(n);
-        m_ = Buffer<float>(n);
-        v_ = Buffer<float>(n);
-        S::fill_zero(ctx_, params_.data(), n);
-        S::fill_zero(ctx_, grads_.data(), n);
-        S::fill_zero(ctx_, m_.data(), n);
-        S::fill_zero(ctx_, v_.data(), n);
+    // B, T: the largest micro-batch forward() will see. micro_batches: how many forward()s a
+    // step holds before sync() (the pinned staging keeps that many batches; more only make the
+    // host wait). parallel: the processes training together (null: this one alone).
+    GPT(const GPTConfig& config, int B, int T, int micro_batches = 1, Parallel* parallel = nullptr)
+        : config_(checked(config, B, T, micro_batches)), B_(B), T_(T), slots_(micro_batches),
+          Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_), ctx_(stage_tag<S>),
+          own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
+          parallel_(parallel ? parallel : own_parallel_.get()), optimizer_(ctx_, layout_) {
+        grads_ = Buffer<float>(layout_.total());
+        S::fill_zero(ctx_, grads_.data(), layout_.total());
+        const size_t N = size_t(B) * T;
+        inputs_ = Buffer<int>(N);
+        targets_ = Buffer<int>(N);
+        staging_ = HostBuffer<int>(2 * N * slots_);
+        scalars_ = Buffer<StepScalars>(1);
+        scalars_staging_ = HostBuffer<StepScalars>(1);
+        stats_ = Buffer<double>(kNumStats);
+        stats_host_ = HostBuffer<double>(kNumStats);
         allocate_activations();
     }
 
@@ -70,68 +81,137 @@ class GPT {
     int padded_vocab() const { return Vp_; }
     const ParamLayout& layout() const { return layout_; }
     typename S::Context& context() { return ctx_; }
+    Parallel& parallel() { return *parallel_; }
 
     // --- parameters and optimizer state, in the file layout (unpadded vocabulary) ---------
 
     void set_parameters(const std::vector<float>& file_params) {
         const std::vector<float> p = pad_vocab(file_params, config_, Vp_);
-        S::copy_in(ctx_, params_.data(), p.data(), p.size());
-        refresh_act_params();
+        S::copy_in(ctx_, optimizer_.master(), p.data(), p.size());
+        optimizer_.weights_changed(ctx_);
     }
-    std::vector<float> parameters() { return download_unpadded(params_.data()); }
+    std::vector<float> parameters() { return download_unpadded(optimizer_.master()); }
     std::vector<float> gradients() { return download_unpadded(grads_.data()); }
     void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v) {
         const std::vector<float> pm = pad_vocab(m, config_, Vp_), pv = pad_vocab(v, config_, Vp_);
-        S::copy_in(ctx_, m_.data(), pm.data(), pm.size());
-        S::copy_in(ctx_, v_.data(), pv.data(), pv.size());
+        S::copy_in(ctx_, optimizer_.m(), pm.data(), pm.size());
+        S::copy_in(ctx_, optimizer_.v(), pv.data(), pv.size());
     }
-    std::vector<float> optimizer_m() { return download_unpadded(m_.data()); }
-    std::vector<float> optimizer_v() { return download_unpadded(v_.data()); }
+    std::vector<float> optimizer_m() { return download_unpadded(optimizer_.m()); }
+    std::vector<float> optimizer_v() { return download_unpadded(optimizer_.v()); }
 
-    // --- forward ---------------------------------------------------------------------------
+    // --- one training step -------------------------------------------------------------------
 
-    // inputs, targets: host arrays of B*T token ids. targets == nullptr: inference only
-    // (no loss; backward() not allowed). Returns the mean loss, or 0 without targets.
-    float forward(const int* inputs, const int* targets, int B, int T) {
-        if (B > B_ || T > T_ || B <= 0 || T <= 0) throw Error("forward: batch larger than allocated");
-        B_cur_ = B;
-        T_cur_ = T;
-        has_targets_ = targets != nullptr;
-        const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
-        const int V = config_.vocab_size;
-        S::copy_in(ctx_, inputs_.data(), inputs, N);
-        if (targets) S::copy_in(ctx_, targets_.data(), targets, N);
-        const act_t* P = act_params();
+    // The logits of a batch. inputs, targets: host arrays of B*T token ids; targets == nullptr
+    // for inference (no loss, no backward()). The batch goes through a pinned staging slot.
+    void forward(const int* inputs, const int* targets, int B, int T) {
+        check_shape(B, T);
+        const int slot = take_slot();
+        write_batch(slot, inputs, targets, B * T);
+        upload_batch(slot, B * T, targets != nullptr);
+        enqueue_forward(B, T);
+    }
 
-        S::Embedding::forward(ctx_, encoded_.data(), inputs_.data(), P + layout_.offset[kWte],
-                              P + layout_.offset[kWpe], B, T, C);
-        for (int l = 0; l < L; ++l) {
-            Layer& a = layers_[l];
-            const act_t* x = l == 0 ? encoded_.data() : layers_[l - 1].residual3;
-            S::LayerNorm::forward(ctx_, a.ln1, a.ln1_mean, a.ln1_rstd, x, param(P, kLn1W, l), param(P, kLn1B, l), N, C);
-            S::Matmul::forward(ctx_, a.qkv, a.ln1, param(P, kQkvW, l), param(P, kQkvB, l), N, C, 3 * C);
-            S::Attention::forward(ctx_, a.atty, a.att_saved, a.qkv, B, T, C, NH, scratch_.data());
-            S::Matmul::forward(ctx_, a.attproj, a.atty, param(P, kAttProjW, l), param(P, kAttProjB, l), N, C, C);
-            S::Residual::forward(ctx_, a.residual2, x, a.attproj, size_t(N) * C);
-            S::LayerNorm::forward(ctx_, a.ln2, a.ln2_mean, a.ln2_rstd, a.residual2, param(P, kLn2W, l),
-                                  param(P, kLn2B, l), N, C);
-            S::Matmul::forward(ctx_, a.fch, a.ln2, param(P, kFcW, l), param(P, kFcB, l), N, C, 4 * C);
-            S::Gelu::forward(ctx_, a.fch_gelu, a.fch, size_t(N) * 4 * C);
-            S::Matmul::forward(ctx_, a.fcproj, a.fch_gelu, param(P, kFcProjW, l), param(P, kFcProjB, l), N, 4 * C, C);
-            S::Residual::forward(ctx_, a.residual3, a.residual2, a.fcproj, size_t(N) * C);
+    // The losses of the last forward(), without gradients (validation). Their mean is part of
+    // the next sync()'s result.
+    void evaluate() {
+        require_targets("evaluate()");
+        const int N = B_cur_ * T_cur_;
+        op("classifier", [&] {
+            O::Classifier::forward(ctx_, losses_.data(), classifier_saved_.data(), logits_.data(), targets_.data(), N,
+                                   config_.vocab_size, Vp_, scratch_.data());
+        });
+        add_losses(N);
+    }
+
+    void zero_grad() { S::fill_zero(ctx_, grads_.data(), layout_.total()); }
+
+    // The losses of the last forward() and the gradient of loss_scale · (their sum), added to
+    // the parameter gradients: loss_scale = 1 / (all positions of the step) makes the gradient
+    // of the step's mean loss, however many micro-batches and processes share the step.
+    void backward(float loss_scale) {
+        require_targets("backward()");
+        enqueue_backward(loss_scale);
+    }
+
+    // Sums the gradients over the processes, then the optimizer's step: gradient norm, clip
+    // factor and AdamW, all on the device. lr and t travel through device memory.
+    void update(const AdamWSettings& settings, float lr, int t) {
+        write_scalars(lr, t);
+        enqueue_update(settings);
+    }
+
+    // The one synchronisation of a step: waits for everything queued and reads the mean loss
+    // (over all processes) and the gradient norm.
+    StepResult sync() {
+        if (positions_ > 0) parallel_->all_reduce_sum(ctx_, stats_.data() + kLossSum, 1);
+        S::copy_out_async(ctx_, stats_host_.data(), stats_.data(), kNumStats);
+        wait_for_device();
+        StepResult r;
+        if (positions_ > 0)
+            r.loss = static_cast<float>(stats_host_.data()[kLossSum] / (double(positions_) * parallel_->world()));
+        if (updated_) r.grad_norm = static_cast<float>(std::sqrt(stats_host_.data()[kGradSumSquares]));
+        positions_ = 0;
+        updated_ = false;
+        return r;
+    }
+
+    // A whole optimizer step over micro-batches of B x T tokens: zero_grad(), forward() and
+    // backward(loss_scale) for each, update(), sync(). With S::kCaptureStep the step is
+    // recorded as a CUDA Graph on its second call (the first warms up) and replayed after that:
+    // the new batches and learning rate reach the graph through the staging buffers.
+    StepResult train_step(const std::vector<Batch>& micro_batches, int B, int T, float loss_scale,
+                          const AdamWSettings& settings, float lr, int t) {
+        check_shape(B, T);
+        const int k = static_cast<int>(micro_batches.size());
+        if (k < 1 || k > slots_)
+            throw Error("train_step: " + std::to_string(k) + " micro-batches, the model was built for 1 to " +
+                        std::to_string(slots_));
+        discard_pending();
+        for (int i = 0; i < k; ++i) {
+            const Batch& b = micro_batches[i];
+            if (b.inputs.size() != size_t(B) * T || b.targets.size() != size_t(B) * T)
+                throw Error("train_step: micro-batch " + std::to_string(i) + " is not " + std::to_string(B) + " x " +
+                            std::to_string(T) + " tokens");
+            write_batch(i, b.inputs.data(), b.targets.data(), B * T);
         }
-        S::LayerNorm::forward(ctx_, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), layers_[L - 1].residual3,
-                              P + layout_.offset[kLnfW], P + layout_.offset[kLnfB], N, C);
-        // The output projection is tied to the token embedding: logits = lnf · wteᵀ.
-        S::Matmul::forward(ctx_, logits_.data(), lnf_.data(), P + layout_.offset[kWte], static_cast<const act_t*>(nullptr),
-                           N, C, Vp_);
-        if (!targets) return 0.0f;
-        S::Classifier::forward(ctx_, losses_.data(), classifier_saved_.data(), logits_.data(), targets_.data(), N, V,
-                               Vp_, scratch_.data());
-        return S::mean_loss(ctx_, losses_.data(), N);
+        write_scalars(lr, t);
+        auto enqueue = [&] {
+            zero_grad();
+            for (int i = 0; i < k; ++i) {
+                upload_batch(i, B * T, true);
+                enqueue_forward(B, T);
+                enqueue_backward(loss_scale);
+            }
+            enqueue_update(settings);
+        };
+        if constexpr (S::kCaptureStep) {
+            const CaptureKey key{k, B, T, loss_scale, settings};
+            if (S::step_captured(ctx_) && key == captured_) {
+                S::replay_step(ctx_);
+            } else if (key == warmed_up_) {
+                S::capture_step(ctx_, enqueue);
+                captured_ = key;
+                S::replay_step(ctx_);
+            } else {
+                S::forget_step(ctx_);
+                enqueue();
+                warmed_up_ = key;
+            }
+            // What enqueue() would have left on the host side, had it run now.
+            slots_used_ = k;
+            positions_ = size_t(k) * B * T;
+            updated_ = true;
+            B_cur_ = B;
+            T_cur_ = T;
+            has_targets_ = true;
+        } else {
+            enqueue();
+        }
+        return sync();
     }
 
-    // Logits of one position after an inference forward(), as floats (the first V).
+    // Logits of one position after forward(), as floats (the first V): waits for the device.
     std::vector<float> logits_at(int b, int t) {
         std::vector<act_t> row(config_.vocab_size);
         S::copy_out(ctx_, row.data(), logits_.data() + (size_t(b) * T_cur_ + t) * Vp_, row.size());
@@ -140,94 +220,236 @@ class GPT {
         return out;
     }
 
-    // --- backward --------------------------------------------------------------------------
-
-    // Gradients of the mean loss of the last forward() into the parameter gradients (which
-    // are zeroed first).
-    void backward() {
-        if (!has_targets_) throw Error("backward() needs a forward() with targets");
-        const int B = B_cur_, T = T_cur_, N = B * T, C = config_.n_embd, NH = config_.n_head;
-        const int L = config_.n_layer, V = config_.vocab_size;
-        const act_t* P = act_params();
-        float* G = grads_.data();
-        S::fill_zero(ctx_, G, layout_.total());
-
-        // The loss is a mean over N positions: each position's loss gets weight 1/N.
-        act_t* dlogits = logits_.data();  // the logits are not needed any more: reuse their memory
-        S::Classifier::backward(ctx_, dlogits, classifier_saved_.data(), targets_.data(), 1.0f / N, N, V, Vp_,
-                                scratch_.data());
-        S::Matmul::backward(ctx_, dlnf_.data(), G + layout_.offset[kWte], nullptr, dlogits, lnf_.data(),
-                            P + layout_.offset[kWte], N, C, Vp_);
-        // dresidual carries the gradient of the residual stream down through the layers.
-        act_t* dres = dresidual_.data();
-        S::fill_zero(ctx_, dres, size_t(N) * C);
-        S::LayerNorm::backward(ctx_, dres, G + layout_.offset[kLnfW], G + layout_.offset[kLnfB], dlnf_.data(),
-                               layers_[L - 1].residual3, P + layout_.offset[kLnfW], lnf_mean_.data(),
-                               lnf_rstd_.data(), N, C);
-        for (int l = L - 1; l >= 0; --l) {
-            Layer& a = layers_[l];
-            const act_t* x = l == 0 ? encoded_.data() : layers_[l - 1].residual3;
-            // MLP branch; dres is the gradient of residual3 and, through the add, of fcproj
-            S::Matmul::backward(ctx_, dfch_gelu_.data(), grad(G, kFcProjW, l), grad(G, kFcProjB, l), dres,
-                                a.fch_gelu, param(P, kFcProjW, l), N, 4 * C, C);
-            S::Gelu::backward(ctx_, dfch_.data(), a.fch, dfch_gelu_.data(), size_t(N) * 4 * C);
-            S::Matmul::backward(ctx_, dbuf_.data(), grad(G, kFcW, l), grad(G, kFcB, l), dfch_.data(), a.ln2,
-                                param(P, kFcW, l), N, C, 4 * C);
-            S::LayerNorm::backward(ctx_, dres, grad(G, kLn2W, l), grad(G, kLn2B, l), dbuf_.data(), a.residual2,
-                                   param(P, kLn2W, l), a.ln2_mean, a.ln2_rstd, N, C);
-            // attention branch; dres is now the gradient of residual2
-            S::Matmul::backward(ctx_, dbuf_.data(), grad(G, kAttProjW, l), grad(G, kAttProjB, l), dres, a.atty,
-                                param(P, kAttProjW, l), N, C, C);
-            S::Attention::backward(ctx_, dqkv_.data(), dbuf_.data(), a.qkv, a.atty, a.att_saved, B, T, C, NH,
-                                   scratch_.data());
-            S::Matmul::backward(ctx_, dbuf_.data(), grad(G, kQkvW, l), grad(G, kQkvB, l), dqkv_.data(), a.ln1,
-                                param(P, kQkvW, l), N, C, 3 * C);
-            S::LayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf_.data(), x,
-                                   param(P, kLn1W, l), a.ln1_mean, a.ln1_rstd, N, C);
-        }
-        S::Embedding::backward(ctx_, G + layout_.offset[kWte], G + layout_.offset[kWpe], dres, inputs_.data(), B, T,
-                               C);
-    }
-
-    // --- optimizer -------------------------------------------------------------------------
-
-    // Clips the gradients to settings.grad_clip (by global norm) and applies one AdamW step
-    // (t counts steps from 1) to the fp32 master weights. Returns the gradient norm before
-    // clipping.
-    float update(const AdamWSettings& settings, float lr, int t) {
-        const float norm = static_cast<float>(std::sqrt(S::Optimizer::sum_squares(ctx_, grads_.data(), layout_.total())));
-        float scale = 1.0f;
-        if (settings.grad_clip > 0.0f) scale = std::min(1.0f, settings.grad_clip / (norm + 1e-6f));
-        for (int i = 0; i < kNumParamTensors; ++i) {
-            const size_t off = layout_.offset[i];
-            const float wd = ParamLayout::decays(i) ? settings.weight_decay : 0.0f;
-            // With mixed precision the optimizer also rewrites the act_t copy of each weight.
-            act_t* copy = nullptr;
-            if constexpr (kSeparateActParams) copy = act_params_.data() + off;
-            S::Optimizer::adamw(ctx_, params_.data() + off, copy, grads_.data() + off, m_.data() + off,
-                                v_.data() + off, layout_.size[i], lr, settings.beta1, settings.beta2, settings.eps, wd,
-                                t, scale);
-        }
-        return norm;
-    }
-
-    void synchronize() { S::synchronize(ctx_); }
+    void synchronize() { wait_for_device(); }
 
   private:
     // One transformer block's saved activations (pointers into act_storage_ and stat_storage_).
+    // ln1 of block l > 0 is written by block l - 1, whose last op is residual + LayerNorm.
     struct Layer {
         act_t *ln1, *qkv, *atty, *attproj, *residual2, *ln2, *fch, *fch_gelu, *fcproj, *residual3;
         float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
         void* att_saved;
     };
 
+    // Runs one op inside a named range, so that a profiler's timeline shows the graph's names.
+    template <class F>
+    void op(const char* name, F&& enqueue) {
+        typename S::Range range(name);
+        enqueue();
+    }
+
+    void enqueue_forward(int B, int T) {
+        B_cur_ = B;
+        T_cur_ = T;
+        const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
+        const act_t* P = optimizer_.act_weights();
+        const auto& at = layout_.offset;
+
+        op("embedding", [&] {
+            O::Embedding::forward(ctx_, encoded_.data(), inputs_.data(), P + at[kWte], P + at[kWpe], B, T, C);
+        });
+        Layer& first = layers_[0];
+        op("ln_1", [&] {
+            O::LayerNorm::forward(ctx_, first.ln1, first.ln1_mean, first.ln1_rstd, encoded_.data(),
+                                  param(P, kLn1W, 0), param(P, kLn1B, 0), N, C);
+        });
+        for (int l = 0; l < L; ++l) {
+            Layer& a = layers_[l];
+            const act_t* x = l == 0 ? encoded_.data() : layers_[l - 1].residual3;  // the block's input
+            op("qkv", [&] {
+                O::Matmul::forward(ctx_, a.qkv, a.ln1, param(P, kQkvW, l), param(P, kQkvB, l), N, C, 3 * C);
+            });
+            op("attention", [&] {
+                O::Attention::forward(ctx_, a.atty, a.att_saved, a.qkv, B, T, C, NH, scratch_.data());
+            });
+            op("attn_proj", [&] {
+                O::Matmul::forward(ctx_, a.attproj, a.atty, param(P, kAttProjW, l), param(P, kAttProjB, l), N, C, C);
+            });
+            op("residual+ln_2", [&] {
+                O::ResidualLayerNorm::forward(ctx_, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.attproj,
+                                              param(P, kLn2W, l), param(P, kLn2B, l), N, C);
+            });
+            op("fc+gelu", [&] {
+                O::MatmulBiasGelu::forward(ctx_, a.fch_gelu, a.fch, a.ln2, param(P, kFcW, l), param(P, kFcB, l), N, C,
+                                           4 * C);
+            });
+            op("fc_proj", [&] {
+                O::Matmul::forward(ctx_, a.fcproj, a.fch_gelu, param(P, kFcProjW, l), param(P, kFcProjB, l), N,
+                                   4 * C, C);
+            });
+            // The add that closes the block, with the LayerNorm that follows it: the next
+            // block's ln_1, or the final ln_f after the last block.
+            if (l + 1 < L) {
+                Layer& next = layers_[l + 1];
+                op("residual+ln_1", [&] {
+                    O::ResidualLayerNorm::forward(ctx_, a.residual3, next.ln1, next.ln1_mean, next.ln1_rstd,
+                                                  a.residual2, a.fcproj, param(P, kLn1W, l + 1),
+                                                  param(P, kLn1B, l + 1), N, C);
+                });
+            } else {
+                op("residual+ln_f", [&] {
+                    O::ResidualLayerNorm::forward(ctx_, a.residual3, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(),
+                                                  a.residual2, a.fcproj, P + at[kLnfW], P + at[kLnfB], N, C);
+                });
+            }
+        }
+        // The output projection is tied to the token embedding: logits = lnf · wteᵀ.
+        op("lm_head", [&] {
+            O::Matmul::forward(ctx_, logits_.data(), lnf_.data(), P + at[kWte], static_cast<const act_t*>(nullptr), N,
+                               C, Vp_);
+        });
+    }
+
+    void enqueue_backward(float loss_scale) {
+        const int B = B_cur_, T = T_cur_, N = B * T, C = config_.n_embd, NH = config_.n_head;
+        const int L = config_.n_layer;
+        const act_t* P = optimizer_.act_weights();
+        float* G = grads_.data();
+        const auto& at = layout_.offset;
+
+        // The loss and the gradient of the logits in one call, written over the logits.
+        act_t* dlogits = logits_.data();
+        op("classifier", [&] {
+            O::ClassifierWithGrad::forward_backward(ctx_, losses_.data(), dlogits, logits_.data(), targets_.data(),
+                                                    loss_scale, N, config_.vocab_size, Vp_,
+                                                    classifier_saved_.data(), scratch_.data());
+        });
+        add_losses(N);
+        op("lm_head backward", [&] {
+            O::Matmul::backward(ctx_, dlnf_.data(), G + at[kWte], nullptr, dlogits, lnf_.data(), P + at[kWte], N, C,
+                                Vp_);
+        });
+        // dres carries the gradient of the residual stream down through the blocks.
+        act_t* dres = dresidual_.data();
+        S::fill_zero(ctx_, dres, size_t(N) * C);
+        op("residual+ln_f backward", [&] {
+            O::ResidualLayerNorm::backward(ctx_, dres, G + at[kLnfW], G + at[kLnfB], dlnf_.data(),
+                                           layers_[L - 1].residual3, P + at[kLnfW], lnf_mean_.data(),
+                                           lnf_rstd_.data(), N, C);
+        });
+        for (int l = L - 1; l >= 0; --l) {
+            Layer& a = layers_[l];
+            // MLP branch; dres is the gradient of residual3 and, through the add, of fcproj
+            op("fc_proj backward", [&] {
+                O::Matmul::backward(ctx_, dfch_gelu_.data(), grad(G, kFcProjW, l), grad(G, kFcProjB, l), dres,
+                                    a.fch_gelu, param(P, kFcProjW, l), N, 4 * C, C);
+            });
+            op("fc+gelu backward", [&] {
+                O::MatmulBiasGelu::backward(ctx_, dbuf_.data(), grad(G, kFcW, l), grad(G, kFcB, l), dfch_gelu_.data(),
+                                            a.ln2, a.fch, param(P, kFcW, l), N, C, 4 * C);
+            });
+            op("residual+ln_2 backward", [&] {
+                O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn2W, l), grad(G, kLn2B, l), dbuf_.data(),
+                                               a.residual2, param(P, kLn2W, l), a.ln2_mean, a.ln2_rstd, N, C);
+            });
+            // attention branch; dres is now the gradient of residual2
+            op("attn_proj backward", [&] {
+                O::Matmul::backward(ctx_, dbuf_.data(), grad(G, kAttProjW, l), grad(G, kAttProjB, l), dres, a.atty,
+                                    param(P, kAttProjW, l), N, C, C);
+            });
+            op("attention backward", [&] {
+                O::Attention::backward(ctx_, dqkv_.data(), dbuf_.data(), a.qkv, a.atty, a.att_saved, B, T, C, NH,
+                                       scratch_.data());
+            });
+            op("qkv backward", [&] {
+                O::Matmul::backward(ctx_, dbuf_.data(), grad(G, kQkvW, l), grad(G, kQkvB, l), dqkv_.data(), a.ln1,
+                                    param(P, kQkvW, l), N, C, 3 * C);
+            });
+            // ln_1 of the first block normalises the embeddings; that of a later block is the
+            // second half of the previous block's closing residual + LayerNorm.
+            if (l == 0) {
+                op("ln_1 backward", [&] {
+                    O::LayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf_.data(),
+                                           encoded_.data(), param(P, kLn1W, l), a.ln1_mean, a.ln1_rstd, N, C);
+                });
+            } else {
+                op("residual+ln_1 backward", [&] {
+                    O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf_.data(),
+                                                   layers_[l - 1].residual3, param(P, kLn1W, l), a.ln1_mean,
+                                                   a.ln1_rstd, N, C);
+                });
+            }
+        }
+        op("embedding backward", [&] {
+            O::Embedding::backward(ctx_, G + at[kWte], G + at[kWpe], dres, inputs_.data(), B, T, C);
+        });
+    }
+
+    void enqueue_update(const AdamWSettings& settings) {
+        S::copy_in_async(ctx_, scalars_.data(), scalars_staging_.data(), 1);
+        op("gradient all-reduce", [&] { parallel_->all_reduce_sum(ctx_, grads_.data(), layout_.total()); });
+        op("optimizer", [&] {
+            optimizer_.step(ctx_, grads_.data(), settings, scalars_.data(), stats_.data() + kGradSumSquares);
+        });
+        updated_ = true;
+    }
+
+    // --- staging: host data reaches the device through pinned buffers, without a wait ------
+
+    // A staging slot the device is done with; when all are in use, the host waits first.
+    int take_slot() {
+        if (slots_used_ == slots_) wait_for_device();
+        return slots_used_++;
+    }
+    void write_batch(int slot, const int* inputs, const int* targets, int N) {
+        int* s = staging_.data() + size_t(slot) * 2 * B_ * T_;
+        std::memcpy(s, inputs, size_t(N) * sizeof(int));
+        if (targets) std::memcpy(s + size_t(B_) * T_, targets, size_t(N) * sizeof(int));
+        has_targets_ = targets != nullptr;
+    }
+    void upload_batch(int slot, int N, bool with_targets) {
+        const int* s = staging_.data() + size_t(slot) * 2 * B_ * T_;
+        S::copy_in_async(ctx_, inputs_.data(), s, N);
+        if (with_targets) S::copy_in_async(ctx_, targets_.data(), s + size_t(B_) * T_, N);
+    }
+    void write_scalars(float lr, int t) {
+        if (scalars_used_) wait_for_device();
+        *scalars_staging_.data() = StepScalars{lr, t};
+        scalars_used_ = true;
+    }
+    void wait_for_device() {
+        S::synchronize(ctx_);
+        slots_used_ = 0;
+        scalars_used_ = false;
+    }
+    // A step starts from nothing queued: results of work nobody read back are dropped.
+    void discard_pending() {
+        if (slots_used_ > 0 || scalars_used_ || positions_ > 0 || updated_) wait_for_device();
+        positions_ = 0;
+        updated_ = false;
+    }
+
+    // The sum of the losses since the last sync(), on the device.
+    void add_losses(int N) {
+        if (positions_ == 0) S::fill_zero(ctx_, stats_.data() + kLossSum, 1);
+        S::sum_into(ctx_, stats_.data() + kLossSum, losses_.data(), N);
+        positions_ += N;
+    }
+
+    void check_shape(int B, int T) const {
+        if (B > B_ || T > T_ || B <= 0 || T <= 0)
+            throw Error("a batch of " + std::to_string(B) + " x " + std::to_string(T) + " tokens does not fit the " +
+                        std::to_string(B_) + " x " + std::to_string(T_) + " the model was built for");
+    }
+    void require_targets(const char* what) const {
+        if (!has_targets_) throw Error(std::string(what) + " needs a forward() with targets");
+    }
+    static const GPTConfig& checked(const GPTConfig& config, int B, int T, int micro_batches) {
+        validate_config(config);
+        if (T > config.max_seq_len)
+            throw Error("sequence length " + std::to_string(T) + " is longer than the model's context (" +
+                        std::to_string(config.max_seq_len) + "); use --seq " + std::to_string(config.max_seq_len) +
+                        " or less");
+        if (B <= 0 || T <= 0) throw Error("batch size and sequence length must be positive");
+        if (micro_batches < 1) throw Error("a step needs at least one micro-batch");
+        return config;
+    }
+
     void allocate_activations() {
         const size_t N = size_t(B_) * T_, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
-        inputs_ = Buffer<int>(N);
-        targets_ = Buffer<int>(N);
         encoded_ = Buffer<act_t>(N * C);
         const size_t per_layer_act = round_up(N * C) * 7 + round_up(N * 3 * C) + round_up(N * 4 * C) * 2;
-        const size_t att_bytes = S::Attention::saved_bytes(B_, T_, C, NH, sizeof(act_t));
+        const size_t att_bytes = O::Attention::saved_bytes(B_, T_, C, NH, sizeof(act_t));
         const size_t att_floats = (att_bytes + sizeof(float) - 1) / sizeof(float);
         act_storage_ = Buffer<act_t>(per_layer_act * L);
         stat_storage_ = Buffer<float>((round_up(N) * 4 + round_up(att_floats)) * L);
@@ -258,30 +480,26 @@ class GPT {
         lnf_mean_ = Buffer<float>(N);
         lnf_rstd_ = Buffer<float>(N);
         logits_ = Buffer<act_t>(N * Vp_);
-        const size_t cls_bytes = S::Classifier::saved_bytes(B_ * T_, Vp_, sizeof(act_t));
-        classifier_saved_ = Buffer<float>((cls_bytes + sizeof(float) - 1) / sizeof(float));
+        // Saved by the classifier for backward: the fused slot (ClassifierWithGrad) and the
+        // plain one (evaluate) share the memory.
+        const size_t cls_bytes = std::max(O::ClassifierWithGrad::saved_bytes(N, Vp_, sizeof(act_t)),
+                                          O::Classifier::saved_bytes(N, Vp_, sizeof(act_t)));
+        classifier_saved_ = Buffer<float>(std::max<size_t>(1, (cls_bytes + sizeof(float) - 1) / sizeof(float)));
         losses_ = Buffer<float>(N);
         // gradients of activations: one buffer of each shape, reused by every layer
         dresidual_ = Buffer<act_t>(N * C);
         dbuf_ = Buffer<act_t>(N * C);
         dlnf_ = Buffer<act_t>(N * C);
         dqkv_ = Buffer<act_t>(N * 3 * C);
-        dfch_ = Buffer<act_t>(N * 4 * C);
-        dfch_gelu_ = Buffer<act_t>(N * 4 * C);
-        const size_t scratch = std::max(S::Attention::scratch_bytes(B_, T_, C, NH, sizeof(act_t)),
-                                        S::Classifier::scratch_bytes(B_ * T_, Vp_, sizeof(act_t)));
+        dfch_gelu_ = Buffer<act_t>(N * 4 * C);  // also the gradient of fch: MatmulBiasGelu works in place
+        const size_t scratch = std::max({O::Attention::scratch_bytes(B_, T_, C, NH, sizeof(act_t)),
+                                         O::Classifier::scratch_bytes(N, Vp_, sizeof(act_t)),
+                                         O::ClassifierWithGrad::scratch_bytes(N, Vp_, sizeof(act_t))});
         scratch_ = Buffer<float>(std::max<size_t>(1, (scratch + sizeof(float) - 1) / sizeof(float)));
     }
 
     static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
 
-    const act_t* act_params() {
-        if constexpr (kSeparateActParams) return act_params_.data();
-        else return params_.data();
-    }
-    void refresh_act_params() {
-        if constexpr (kSeparateActParams) S::to_act(ctx_, act_params_.data(), params_.data(), layout_.total());
-    }
     // Layer l's slice of a per-layer tensor.
     const act_t* param(const act_t* P, int tensor, int l) const {
         return P + layout_.offset[tensor] + layout_.size[tensor] / config_.n_layer * l;
@@ -295,20 +513,50 @@ class GPT {
         return unpad_vocab(host, config_, Vp_);
     }
 
+    // What a captured step was recorded with: a step of another shape or settings is recaptured.
+    struct CaptureKey {
+        int micro_batches = 0, B = 0, T = 0;
+        float loss_scale = 0;
+        AdamWSettings settings{};
+        bool operator==(const CaptureKey& o) const {
+            return micro_batches == o.micro_batches && B == o.B && T == o.T && loss_scale == o.loss_scale &&
+                   settings.beta1 == o.settings.beta1 && settings.beta2 == o.settings.beta2 &&
+                   settings.eps == o.settings.eps && settings.weight_decay == o.settings.weight_decay &&
+                   settings.grad_clip == o.settings.grad_clip;
+        }
+    };
+
+    // The device-side results of a step: the sum of the losses, the gradients' sum of squares.
+    static constexpr int kLossSum = 0, kGradSumSquares = 1, kNumStats = 2;
+
     GPTConfig config_;
-    int B_, T_, Vp_;
+    int B_, T_, slots_, Vp_;
     ParamLayout layout_;
     typename S::Context ctx_;
+    std::unique_ptr<Parallel> own_parallel_;
+    Parallel* parallel_;
+    Optimizer optimizer_;  // owns the weights: fp32 master, moments, and any act_t copy
+
+    // host-side bookkeeping of what is queued on the device
     int B_cur_ = 0, T_cur_ = 0;
     bool has_targets_ = false;
+    int slots_used_ = 0;
+    bool scalars_used_ = false;
+    size_t positions_ = 0;  // positions whose loss was summed since the last sync()
+    bool updated_ = false;
+    CaptureKey warmed_up_, captured_;
 
-    Buffer<float> params_, grads_, m_, v_;
-    Buffer<act_t> act_params_;  // act_t copies of the fp32 master weights (mixed precision only)
+    Buffer<float> grads_;
     Buffer<int> inputs_, targets_;
+    HostBuffer<int> staging_;  // slots of inputs and targets, pinned
+    Buffer<StepScalars> scalars_;
+    HostBuffer<StepScalars> scalars_staging_;
+    Buffer<double> stats_;
+    HostBuffer<double> stats_host_;
     Buffer<act_t> encoded_, act_storage_, lnf_, logits_;
     Buffer<float> stat_storage_, lnf_mean_, lnf_rstd_, classifier_saved_, losses_, scratch_;
     std::vector<Layer> layers_;
-    Buffer<act_t> dresidual_, dbuf_, dlnf_, dqkv_, dfch_, dfch_gelu_;
+    Buffer<act_t> dresidual_, dbuf_, dlnf_, dqkv_, dfch_gelu_;
 };
 
 }  // namespace gpt

@@ -16,6 +16,7 @@
 #include "train/gpt.h"
 #include "train/logger.h"
 #include "train/options.h"
+#include "train/policy.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
 #include "util/error.h"
@@ -29,15 +30,28 @@ inline double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// The mean loss over `batches` batches of the validation data, without gradients.
 template <class S>
 float validation_loss(GPT<S>& model, DataLoader& val, int batches) {
     val.reset();
-    double sum = 0.0;
     for (int i = 0; i < batches; ++i) {
         const Batch b = val.next();
-        sum += model.forward(b.inputs.data(), b.targets.data(), val.B(), val.T());
+        model.forward(b.inputs.data(), b.targets.data(), val.B(), val.T());
+        model.evaluate();
     }
-    return static_cast<float>(sum / batches);
+    return model.sync().loss;
+}
+
+// Micro-batches per optimizer step: --total-batch tokens split into B x T windows on each of
+// `world` processes.
+inline int micro_batches_per_step(const TrainOptions& opt, int world) {
+    const long long per_micro = static_cast<long long>(opt.batch) * opt.seq * world;
+    if (opt.total_batch == 0) return 1;
+    if (opt.total_batch % per_micro != 0)
+        throw Error("--total-batch " + std::to_string(opt.total_batch) + " is not a multiple of the tokens of one " +
+                    "micro-batch on all processes, B*T*world = " + std::to_string(opt.batch) + "*" +
+                    std::to_string(opt.seq) + "*" + std::to_string(world) + " = " + std::to_string(per_micro));
+    return static_cast<int>(opt.total_batch / per_micro);
 }
 
 template <class S>
@@ -59,11 +73,17 @@ int train(const TrainOptions& opt) {
     if (!opt.resume.empty() && start.m.empty())
         throw Error("--resume " + opt.resume + ": checkpoint has no optimizer state (use --init to start from it)");
 
+    // The processes training together (one, before stage 06): each reads its own windows.
+    typename Ops<S>::Parallel parallel;
+    const int rank = parallel.rank(), world = parallel.world();
+    const int micro_batches = micro_batches_per_step(opt, world);
+    const long long step_tokens = static_cast<long long>(opt.batch) * opt.seq * micro_batches * world;
+
     // Data: fail on bad shards before allocating the model.
-    DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, 0, 1, config.vocab_size);
+    DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, rank, world, config.vocab_size);
     std::unique_ptr<DataLoader> val_data;
     if (opt.val_every > 0)
-        val_data = std::make_unique<DataLoader>(find_shards(opt.data_dir, "val"), opt.batch, opt.seq, 0, 1,
+        val_data = std::make_unique<DataLoader>(find_shards(opt.data_dir, "val"), opt.batch, opt.seq, rank, world,
                                                 config.vocab_size);
     std::unique_ptr<Tokenizer> tokenizer;
     if (opt.sample_every > 0) {
@@ -74,7 +94,7 @@ int train(const TrainOptions& opt) {
         }
     }
 
-    GPT<S> model(config, opt.batch, opt.seq);
+    GPT<S> model(config, opt.batch, opt.seq, micro_batches, &parallel);
     int first_step = 0;
     if (!ckpt_path.empty()) {
         model.set_parameters(start.params);
@@ -86,24 +106,29 @@ int train(const TrainOptions& opt) {
         model.set_parameters(init_parameters(config, opt.seed));
     }
 
-    const double flops_per_step = flops_per_token(config, opt.seq) * opt.batch * opt.seq;
+    // MFU of this device: the FLOPs of the tokens it processes in a step.
+    const double flops_per_step = flops_per_token(config, opt.seq) * double(step_tokens) / world;
     const double peak = S::peak_flops();
     std::printf("stage      %s: %s\n", S::name, S::description);
+    std::printf("%s", describe_policy<S>().c_str());
     std::printf("device     %s\n", S::device_description().c_str());
     std::printf("model      %s, %zu parameters%s\n", config.describe().c_str(), ParamLayout(config).total(),
                 ckpt_path.empty() ? "" : (" from " + ckpt_path).c_str());
     std::printf("data       %s: %lld train tokens%s\n", opt.data_dir.c_str(),
                 static_cast<long long>(train_data.total_tokens()),
                 val_data ? (", " + std::to_string(val_data->total_tokens()) + " val tokens").c_str() : "");
-    std::printf("batch      %d x %d = %d tokens/step, %d steps, lr %g (warmup %d, cosine to %g x)\n", opt.batch,
-                opt.seq, opt.batch * opt.seq, opt.steps, opt.lr, opt.warmup, opt.min_lr_frac);
+    std::printf("batch      %d x %d tokens x %d micro-batches x %d processes = %lld tokens/step, %d steps, lr %g "
+                "(warmup %d, cosine to %g x)\n",
+                opt.batch, opt.seq, micro_batches, world, step_tokens, opt.steps, opt.lr, opt.warmup, opt.min_lr_frac);
     std::fflush(stdout);
 
     Logger log(opt.log);
     log.event("start", "\"stage\": " + Logger::json_string(S::name) +
                            ", \"device\": " + Logger::json_string(S::device_description()) +
                            ", \"model\": " + Logger::json_string(config.describe()) +
-                           ", \"batch\": " + std::to_string(opt.batch) + ", \"seq\": " + std::to_string(opt.seq));
+                           ", \"batch\": " + std::to_string(opt.batch) + ", \"seq\": " + std::to_string(opt.seq) +
+                           ", \"micro_batches\": " + std::to_string(micro_batches) +
+                           ", \"world\": " + std::to_string(world));
     Rng sample_rng(opt.seed + 1);
     std::vector<double> step_ms;
 
@@ -118,30 +143,33 @@ int train(const TrainOptions& opt) {
         std::printf("saved      %s (step %d)\n", opt.save.c_str(), steps_taken);
     };
 
+    // Each position's loss weighs 1 / (all positions of the step): the gradient is that of the
+    // step's mean loss, whatever the number of micro-batches and processes.
+    const float loss_scale = static_cast<float>(1.0 / double(step_tokens));
+    std::vector<Batch> batches(micro_batches);
     for (int step = first_step; step < opt.steps; ++step) {
         const bool last = step + 1 == opt.steps;
-        const Batch batch = train_data.next();
         const float lr = learning_rate(step, opt.steps, opt.warmup, opt.lr, opt.min_lr_frac);
 
         const auto t0 = std::chrono::steady_clock::now();
-        const float loss = model.forward(batch.inputs.data(), batch.targets.data(), opt.batch, opt.seq);
-        if (!std::isfinite(loss))
-            throw Error("loss is " + std::to_string(loss) + " at step " + std::to_string(step + 1) +
-                        " (diverged: try a lower --lr)");
-        model.backward();
-        const float norm = model.update(opt.adamw, lr, step + 1);
-        model.synchronize();
+        for (Batch& b : batches) b = train_data.next();
+        // The step's work is queued on the device; train_step() waits for it once, at its end.
+        const StepResult result =
+            model.train_step(batches, opt.batch, opt.seq, loss_scale, opt.adamw, lr, step + 1);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        if (!std::isfinite(result.loss))
+            throw Error("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
+                        " (diverged: try a lower --lr)");
         if (step > first_step) step_ms.push_back(ms);  // the first step includes warm-up costs
 
         StepRecord r;
         r.step = step;
         r.steps = opt.steps;
-        r.loss = loss;
+        r.loss = result.loss;
         r.lr = lr;
-        r.grad_norm = norm;
+        r.grad_norm = result.grad_norm;
         r.ms = ms;
-        r.tokens_per_s = opt.batch * opt.seq / (ms / 1000.0);
+        r.tokens_per_s = step_tokens / (ms / 1000.0);
         r.mfu = peak > 0 ? flops_per_step / (ms / 1000.0) / peak : -1.0;
         log.step(r);
 
@@ -156,7 +184,7 @@ int train(const TrainOptions& opt) {
 
     if (!step_ms.empty()) {
         const double ms = median(step_ms);
-        const double tps = opt.batch * opt.seq / (ms / 1000.0);
+        const double tps = step_tokens / (ms / 1000.0);
         char mfu[32] = "n/a";
         if (peak > 0) std::snprintf(mfu, sizeof(mfu), "%.1f%%", 100.0 * flops_per_step / (ms / 1000.0) / peak);
         std::printf("summary    median %.1f ms/step, %.0f tokens/s, MFU %s, peak memory %.2f GiB\n", ms, tps, mfu,

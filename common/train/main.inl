@@ -5,6 +5,7 @@
 
 #include "train/loop.h"
 #include "train/options.h"
+#include "train/policy.h"
 #include "util/error.h"
 
 int main(int argc, char** argv) {
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
                                          std::string("GPT-2 trainer, stage ") + Stage::name + ": " +
                                              Stage::description)
                                   .c_str());
+            std::printf("\nthe ops this trainer runs, and the file each comes from:\n%s",
+                        gpt::describe_policy<Stage>().c_str());
             return 0;
         }
         Stage::configure(opt);

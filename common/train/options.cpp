@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <functional>
 #include <sstream>
+#include <type_traits>
 #include <vector>
 
 #include "model/config.h"
@@ -69,89 +70,78 @@ std::string fmt(float v) {
 
 std::string or_none(const std::string& s) { return s.empty() ? "none" : s; }
 
+// The field an option sets: a member of TrainOptions, or of its AdamW settings.
+template <class T>
+T& field_of(TrainOptions& o, T TrainOptions::*member) {
+    return o.*member;
+}
+template <class T>
+T& field_of(TrainOptions& o, T AdamWSettings::*member) {
+    return o.adamw.*member;
+}
+
+// An option that sets a number, at least `min`.
+template <class Member>
+Option number(const char* name, const char* metavar, const char* help, Member member, double min) {
+    return {name, metavar, help,
+            [=](TrainOptions& o, const std::string& v) {
+                auto& field = field_of(o, member);
+                using T = std::decay_t<decltype(field)>;
+                if constexpr (std::is_integral_v<T>) field = static_cast<T>(to_int(name, v, static_cast<int>(min)));
+                else field = to_float(name, v, static_cast<float>(min));
+            },
+            [=](const TrainOptions& o) {
+                const auto field = field_of(const_cast<TrainOptions&>(o), member);  // read only
+                if constexpr (std::is_integral_v<decltype(field)>) return std::to_string(field);
+                else return fmt(field);
+            }};
+}
+
+// An option that sets a path or name ("none" when unset).
+Option text(const char* name, const char* metavar, const char* help, std::string TrainOptions::*member) {
+    return {name, metavar, help, [=](TrainOptions& o, const std::string& v) { o.*member = v; },
+            [=](const TrainOptions& o) { return or_none(o.*member); }};
+}
+
 const std::vector<Option>& options() {
+    using O = TrainOptions;
+    using A = AdamWSettings;
     static const std::vector<Option> kOptions = {
         {"--model", "NAME", "model size: micro, tiny, d12 (GPT-2 124M), d24, d36, d48 (docs/formats.md)",
-         [](TrainOptions& o, const std::string& v) { config_by_name(v); o.model = v; },
-         [](const TrainOptions& o) { return o.model; }},
-        {"--data", "DIR", "token shards: DIR/*_train_*.bin and DIR/*_val_*.bin",
-         [](TrainOptions& o, const std::string& v) { o.data_dir = v; },
-         [](const TrainOptions& o) { return o.data_dir; }},
-        {"--tokenizer", "DIR", "GPT-2 tokenizer files (encoder.json, vocab.bpe), for text samples",
-         [](TrainOptions& o, const std::string& v) { o.tokenizer_dir = v; },
-         [](const TrainOptions& o) { return o.tokenizer_dir; }},
-        {"--init", "PATH", "start from this checkpoint's parameters (its config replaces --model)",
-         [](TrainOptions& o, const std::string& v) { o.init = v; },
-         [](const TrainOptions& o) { return or_none(o.init); }},
-        {"--resume", "PATH", "continue a run from a checkpoint with optimizer state",
-         [](TrainOptions& o, const std::string& v) { o.resume = v; },
-         [](const TrainOptions& o) { return or_none(o.resume); }},
-        {"--batch", "B", "sequences per step",
-         [](TrainOptions& o, const std::string& v) { o.batch = to_int("--batch", v, 1); },
-         [](const TrainOptions& o) { return std::to_string(o.batch); }},
-        {"--seq", "T", "tokens per sequence (at most the model's context)",
-         [](TrainOptions& o, const std::string& v) { o.seq = to_int("--seq", v, 1); },
-         [](const TrainOptions& o) { return std::to_string(o.seq); }},
-        {"--steps", "N", "optimizer steps",
-         [](TrainOptions& o, const std::string& v) { o.steps = to_int("--steps", v, 1); },
-         [](const TrainOptions& o) { return std::to_string(o.steps); }},
-        {"--lr", "LR", "peak learning rate",
-         [](TrainOptions& o, const std::string& v) { o.lr = to_float("--lr", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.lr); }},
-        {"--min-lr-frac", "F", "final learning rate as a fraction of the peak (cosine decay)",
-         [](TrainOptions& o, const std::string& v) { o.min_lr_frac = to_float("--min-lr-frac", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.min_lr_frac); }},
-        {"--warmup", "N", "linear warmup steps",
-         [](TrainOptions& o, const std::string& v) { o.warmup = to_int("--warmup", v, 0); },
-         [](const TrainOptions& o) { return std::to_string(o.warmup); }},
-        {"--weight-decay", "WD", "AdamW weight decay (matrices and embeddings only)",
-         [](TrainOptions& o, const std::string& v) { o.adamw.weight_decay = to_float("--weight-decay", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.adamw.weight_decay); }},
-        {"--beta1", "B1", "AdamW beta1",
-         [](TrainOptions& o, const std::string& v) { o.adamw.beta1 = to_float("--beta1", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.adamw.beta1); }},
-        {"--beta2", "B2", "AdamW beta2",
-         [](TrainOptions& o, const std::string& v) { o.adamw.beta2 = to_float("--beta2", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.adamw.beta2); }},
-        {"--eps", "EPS", "AdamW epsilon",
-         [](TrainOptions& o, const std::string& v) { o.adamw.eps = to_float("--eps", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.adamw.eps); }},
-        {"--grad-clip", "G", "clip the global gradient norm to G (0: off)",
-         [](TrainOptions& o, const std::string& v) { o.adamw.grad_clip = to_float("--grad-clip", v, 0.0f); },
-         [](const TrainOptions& o) { return fmt(o.adamw.grad_clip); }},
-        {"--seed", "S", "seed of the initialisation and of sampling",
-         [](TrainOptions& o, const std::string& v) { o.seed = static_cast<uint64_t>(to_int("--seed", v, 0)); },
-         [](const TrainOptions& o) { return std::to_string(o.seed); }},
-        {"--val-every", "N", "validation loss every N steps and at the end (0: never)",
-         [](TrainOptions& o, const std::string& v) { o.val_every = to_int("--val-every", v, 0); },
-         [](const TrainOptions& o) { return std::to_string(o.val_every); }},
-        {"--val-batches", "N", "batches per validation",
-         [](TrainOptions& o, const std::string& v) { o.val_batches = to_int("--val-batches", v, 1); },
-         [](const TrainOptions& o) { return std::to_string(o.val_batches); }},
-        {"--sample-every", "N", "print generated text every N steps and at the end (0: never)",
-         [](TrainOptions& o, const std::string& v) { o.sample_every = to_int("--sample-every", v, 0); },
-         [](const TrainOptions& o) { return std::to_string(o.sample_every); }},
-        {"--sample-tokens", "N", "tokens per sample",
-         [](TrainOptions& o, const std::string& v) { o.sample_tokens = to_int("--sample-tokens", v, 1); },
-         [](const TrainOptions& o) { return std::to_string(o.sample_tokens); }},
-        {"--temperature", "X", "sampling temperature",
-         [](TrainOptions& o, const std::string& v) { o.temperature = to_float("--temperature", v, 1e-3f); },
-         [](const TrainOptions& o) { return fmt(o.temperature); }},
-        {"--top-k", "K", "sample among the K most likely tokens (0: all)",
-         [](TrainOptions& o, const std::string& v) { o.top_k = to_int("--top-k", v, 0); },
-         [](const TrainOptions& o) { return std::to_string(o.top_k); }},
-        {"--save", "PATH", "write a checkpoint (with optimizer state) at the end",
-         [](TrainOptions& o, const std::string& v) { o.save = v; },
-         [](const TrainOptions& o) { return or_none(o.save); }},
-        {"--save-every", "N", "also write it every N steps (0: only at the end)",
-         [](TrainOptions& o, const std::string& v) { o.save_every = to_int("--save-every", v, 0); },
-         [](const TrainOptions& o) { return std::to_string(o.save_every); }},
-        {"--log", "PATH", "also write every step, validation and sample as JSON Lines",
-         [](TrainOptions& o, const std::string& v) { o.log = v; },
-         [](const TrainOptions& o) { return or_none(o.log); }},
-        {"--threads", "N", "CPU threads (0: all cores)",
-         [](TrainOptions& o, const std::string& v) { o.threads = to_int("--threads", v, 0); },
-         [](const TrainOptions& o) { return std::to_string(o.threads); }},
+         [](O& o, const std::string& v) { config_by_name(v); o.model = v; }, [](const O& o) { return o.model; }},
+        text("--data", "DIR", "token shards: DIR/*_train_*.bin and DIR/*_val_*.bin", &O::data_dir),
+        text("--tokenizer", "DIR", "GPT-2 tokenizer files (encoder.json, vocab.bpe), for text samples",
+             &O::tokenizer_dir),
+        text("--init", "PATH", "start from this checkpoint's parameters (its config replaces --model)", &O::init),
+        text("--resume", "PATH", "continue a run from a checkpoint with optimizer state", &O::resume),
+        number("--batch", "B", "sequences per micro-batch", &O::batch, 1),
+        number("--seq", "T", "tokens per sequence (at most the model's context)", &O::seq, 1),
+        number("--total-batch", "TOKENS",
+               "tokens per optimizer step, accumulated over micro-batches (a multiple of B x T x processes; "
+               "0: one micro-batch)",
+               &O::total_batch, 0),
+        number("--steps", "N", "optimizer steps", &O::steps, 1),
+        number("--lr", "LR", "peak learning rate", &O::lr, 0),
+        number("--min-lr-frac", "F", "final learning rate as a fraction of the peak (cosine decay)", &O::min_lr_frac,
+               0),
+        number("--warmup", "N", "linear warmup steps", &O::warmup, 0),
+        number("--weight-decay", "WD", "AdamW weight decay (matrices and embeddings only)", &A::weight_decay, 0),
+        number("--beta1", "B1", "AdamW beta1", &A::beta1, 0),
+        number("--beta2", "B2", "AdamW beta2", &A::beta2, 0),
+        number("--eps", "EPS", "AdamW epsilon", &A::eps, 0),
+        number("--grad-clip", "G", "clip the global gradient norm to G (0: off)", &A::grad_clip, 0),
+        number("--seed", "S", "seed of the initialisation and of sampling", &O::seed, 0),
+        number("--val-every", "N", "validation loss every N steps and at the end (0: never)", &O::val_every, 0),
+        number("--val-batches", "N", "batches per validation", &O::val_batches, 1),
+        number("--sample-every", "N", "print generated text every N steps and at the end (0: never)",
+               &O::sample_every, 0),
+        number("--sample-tokens", "N", "tokens per sample", &O::sample_tokens, 1),
+        number("--temperature", "X", "sampling temperature", &O::temperature, 1e-3),
+        number("--top-k", "K", "sample among the K most likely tokens (0: all)", &O::top_k, 0),
+        text("--save", "PATH", "write a checkpoint (with optimizer state) at the end", &O::save),
+        number("--save-every", "N", "also write it every N steps (0: only at the end)", &O::save_every, 0),
+        text("--log", "PATH", "also write every step, validation and sample as JSON Lines", &O::log),
+        number("--threads", "N", "CPU threads (0: all cores)", &O::threads, 0),
     };
     return kOptions;
 }

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train/gpt.h"
+#include "train/optimizer.h"
 
 namespace gpt {
 
@@ -18,6 +18,7 @@ struct TrainOptions {
     // batch
     int batch = 16;
     int seq = 1024;
+    long long total_batch = 0;  // tokens per optimizer step (0: one micro-batch, batch x seq x processes)
     // optimisation
     int steps = 300;
     float lr = 6e-4f;

@@ -1,67 +1,72 @@
-// Stage 00: the optimizer — the global gradient norm (for clipping) and AdamW, one thread per
-// parameter, one launch per parameter tensor (stage 04 makes it one launch for all). Clipping
-// itself is a factor the AdamW kernel applies to each gradient as it reads it.
+// Stage 00: the optimizer. It owns the fp32 weights and AdamW's moments (train/optimizer.h),
+// and one call, step(), does the whole update on the device:
+//   1. the squared global gradient norm: one launch over all gradients, into device memory
+//   2. AdamW, one thread per parameter and one launch per parameter tensor (stage 04 makes it
+//      one launch for all); each thread derives the clip factor from that norm and reads the
+//      learning rate and step count from device memory, so the host never waits for the norm.
 #pragma once
-#include <algorithm>
-#include <cmath>
-
 #include "cuda/backend.cuh"
+#include "train/optimizer.h"
 
 namespace gpt::stage00 {
 
-// Sum of squares: each block reduces its part, then one atomicAdd per block into a double.
-__global__ void sum_squares_kernel(double* out, const float* x, size_t n) {
-    __shared__ float shared[32];
-    float sum = 0.0f;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-        sum += x[i] * x[i];
-    sum = cuda::block_sum(sum, shared);
-    if (threadIdx.x == 0) atomicAdd(out, static_cast<double>(sum));
-}
-
 // torch.optim.AdamW for one parameter, as in docs/formats.md: updates m and v in place and
-// returns the new value of the (fp32 master) weight. bias1/bias2 = 1 - beta^t.
-__device__ inline float adamw_element(float p, float g, float& m, float& v, float lr, float beta1, float beta2,
-                                      float eps, float weight_decay, float bias1, float bias2) {
-    p -= lr * weight_decay * p;  // decoupled weight decay
-    m = beta1 * m + (1.0f - beta1) * g;
-    v = beta2 * v + (1.0f - beta2) * g * g;
-    return p - lr * (m / bias1) / (sqrtf(v / bias2) + eps);
+// returns the new value of the (fp32 master) weight. g is the gradient after clipping.
+__device__ inline float adamw_element(float p, float g, float& m, float& v, float lr, int t,
+                                      const AdamWSettings& s) {
+    const float bias1 = 1.0f - powf(s.beta1, static_cast<float>(t));
+    const float bias2 = 1.0f - powf(s.beta2, static_cast<float>(t));
+    p -= lr * s.weight_decay * p;  // decoupled weight decay
+    m = s.beta1 * m + (1.0f - s.beta1) * g;
+    v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+    return p - lr * (m / bias1) / (sqrtf(v / bias2) + s.eps);
 }
 
-// grad_scale is the clipping factor, min(1, clip / (norm + 1e-6)): the gradients themselves stay as
-// backward() left them.
-__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, float lr, float beta1,
-                             float beta2, float eps, float weight_decay, float bias1, float bias2, float grad_scale) {
+// The factor that clips this step's gradients, from their sum of squares on the device.
+__device__ inline float device_clip_factor(const double* grad_sum_squares, const AdamWSettings& s) {
+    return clip_factor(static_cast<float>(sqrt(*grad_sum_squares)), s.grad_clip);
+}
+
+// One tensor's update; the gradients stay as backward() left them (clipping scales each one as
+// it is read). `static`, as every non-template kernel in a header: two files may include it.
+static __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, AdamWSettings s,
+                             const StepScalars* step, const double* grad_sum_squares) {
     const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (i >= n) return;
+    const float scale = device_clip_factor(grad_sum_squares, s);
     float mi = m[i], vi = v[i];
-    params[i] = adamw_element(params[i], grads[i] * grad_scale, mi, vi, lr, beta1, beta2, eps, weight_decay, bias1,
-                              bias2);
+    params[i] = adamw_element(params[i], grads[i] * scale, mi, vi, step->lr, step->t, s);
     m[i] = mi;
     v[i] = vi;
 }
 
-struct AdamW {
-    static double sum_squares(CudaBackend::Context& ctx, const float* grads, size_t n) {
-        double* sum = ctx.reduction.data();
-        CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(double), ctx.stream));
-        sum_squares_kernel<<<std::min<unsigned>(cuda::ceil_div(n, 256), 1024), 256, 0, ctx.stream>>>(sum, grads, n);
-        LAUNCH_CHECK();
-        double host = 0.0;
-        CudaBackend::copy_out(ctx, &host, sum, 1);
-        return host;
+class AdamW : public OptimizerState<CudaBackend> {
+  public:
+    using act_t = float;  // the forward and backward passes read the fp32 master weights themselves
+    static constexpr const char* source = __FILE__;
+
+    AdamW(CudaBackend::Context& ctx, const ParamLayout& layout) : OptimizerState(ctx, layout) {}
+
+    const float* act_weights() const { return master(); }
+
+    // Writes the squared gradient norm to *grad_sum_squares (device memory) and updates every
+    // parameter. lr and t are read from *step (device memory) when the kernels run.
+    void step(CudaBackend::Context& ctx, const float* grads, const AdamWSettings& settings, const StepScalars* step,
+              double* grad_sum_squares) {
+        sum_of_squares(ctx, grad_sum_squares, grads);
+        for_each_tensor(settings, [&](size_t offset, size_t n, const AdamWSettings& tensor) {
+            adamw_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(master() + offset, grads + offset,
+                                                                         m() + offset, v() + offset, n, tensor, step,
+                                                                         grad_sum_squares);
+            LAUNCH_CHECK();
+        });
     }
-    // act_copy: a second, lower-precision copy of the weights to refresh; stage 00 has none
-    // (its activations are fp32, so the master weights are used directly) and gets null.
-    static void adamw(CudaBackend::Context& ctx, float* params, float* act_copy, const float* grads, float* m,
-                      float* v, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, int t,
-                      float grad_scale) {
-        if (act_copy) throw Error("stage 00's AdamW keeps no second copy of the weights");
-        const float bias1 = 1.0f - std::pow(beta1, static_cast<float>(t));
-        const float bias2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-        adamw_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(params, grads, m, v, n, lr, beta1, beta2, eps,
-                                                                     weight_decay, bias1, bias2, grad_scale);
+
+  protected:
+    // Each block sums its part in float and adds it into a double with one atomicAdd.
+    void sum_of_squares(CudaBackend::Context& ctx, double* out, const float* grads) {
+        CudaBackend::fill_zero(ctx, out, 1);
+        cuda::sum_into(ctx.stream, out, grads, size(), cuda::Square{});
         LAUNCH_CHECK();
     }
 };

@@ -69,8 +69,9 @@ __global__ void causal_softmax_backward_kernel(Act* datt, const Act* att, int ro
     for (int j = t + 1; j < T; ++j) d[j] = from_float<Act>(0.0f);
 }
 
-template <cublasComputeType_t kCompute>
+// The two products run with the stage's matmul arithmetic (ctx.matmul_compute), like Matmul.
 struct MaterializedAttention {
+    static constexpr const char* source = __FILE__;
     // Saved for backward: att, B x NH x T x T.
     static size_t saved_bytes(size_t B, size_t T, size_t, size_t NH, size_t act_bytes) {
         return B * NH * T * T * act_bytes;
@@ -86,17 +87,18 @@ struct MaterializedAttention {
                         void* scratch) {
         const int HS = C / NH;
         const size_t n = size_t(B) * T * C;
+        const cublasComputeType_t math = ctx.matmul_compute;
         Act* att = static_cast<Act*>(saved);
         Act *q = static_cast<Act*>(scratch), *k = q + n, *v = k + n, *y = v + n;
         split(ctx, q, k, v, qkv, B, T, C, NH);
         // scores = q · kᵀ / sqrt(HS): one T x T product per (batch, head)
         const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-        ctx.gemm.gemm(ctx.stream, kCompute, false, true, T, T, HS, scale, q, HS, k, HS, 0.0f, att, T, B * NH,
+        ctx.gemm.gemm(ctx.stream, math, false, true, T, T, HS, scale, q, HS, k, HS, 0.0f, att, T, B * NH,
                       (long long)T * HS, (long long)T * HS, (long long)T * T);
         const int rows = B * NH * T;
         causal_softmax_forward_kernel<<<cuda::ceil_div(rows, 256), 256, 0, ctx.stream>>>(att, rows, T);
         LAUNCH_CHECK();
-        ctx.gemm.gemm(ctx.stream, kCompute, false, false, T, HS, T, 1.0f, att, T, v, HS, 0.0f, y, HS, B * NH,
+        ctx.gemm.gemm(ctx.stream, math, false, false, T, HS, T, 1.0f, att, T, v, HS, 0.0f, y, HS, B * NH,
                       (long long)T * T, (long long)T * HS, (long long)T * HS);
         rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, C, y, B, T, NH, HS);
         LAUNCH_CHECK();
@@ -107,6 +109,7 @@ struct MaterializedAttention {
                          const void* saved, int B, int T, int C, int NH, void* scratch) {
         const int HS = C / NH;
         const size_t n = size_t(B) * T * C;
+        const cublasComputeType_t math = ctx.matmul_compute;
         const Act* att = static_cast<const Act*>(saved);
         Act *q = static_cast<Act*>(scratch), *k = q + n, *v = k + n, *dy = v + n;  // dy takes y's place
         Act *dq = dy + n, *dk = dq + n, *dv = dk + n, *datt = dv + n;
@@ -115,16 +118,16 @@ struct MaterializedAttention {
         LAUNCH_CHECK();
         const long long tt = (long long)T * T, th = (long long)T * HS;
         // through y = att · v
-        ctx.gemm.gemm(ctx.stream, kCompute, false, true, T, T, HS, 1.0f, dy, HS, v, HS, 0.0f, datt, T, B * NH, th, th, tt);
-        ctx.gemm.gemm(ctx.stream, kCompute, true, false, T, HS, T, 1.0f, att, T, dy, HS, 0.0f, dv, HS, B * NH, tt, th, th);
+        ctx.gemm.gemm(ctx.stream, math, false, true, T, T, HS, 1.0f, dy, HS, v, HS, 0.0f, datt, T, B * NH, th, th, tt);
+        ctx.gemm.gemm(ctx.stream, math, true, false, T, HS, T, 1.0f, att, T, dy, HS, 0.0f, dv, HS, B * NH, tt, th, th);
         // through the softmax
         const int rows = B * NH * T;
         causal_softmax_backward_kernel<<<cuda::ceil_div(rows, 256), 256, 0, ctx.stream>>>(datt, att, rows, T);
         LAUNCH_CHECK();
         // through scores = q · kᵀ · scale
         const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-        ctx.gemm.gemm(ctx.stream, kCompute, false, false, T, HS, T, scale, datt, T, k, HS, 0.0f, dq, HS, B * NH, tt, th, th);
-        ctx.gemm.gemm(ctx.stream, kCompute, true, false, T, HS, T, scale, datt, T, q, HS, 0.0f, dk, HS, B * NH, tt, th, th);
+        ctx.gemm.gemm(ctx.stream, math, false, false, T, HS, T, scale, datt, T, k, HS, 0.0f, dq, HS, B * NH, tt, th, th);
+        ctx.gemm.gemm(ctx.stream, math, true, false, T, HS, T, scale, datt, T, q, HS, 0.0f, dk, HS, B * NH, tt, th, th);
         for (int part = 0; part < 3; ++part) {
             const Act* src = part == 0 ? dq : part == 1 ? dk : dv;
             rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv + part * C, 3 * C, src, B, T, NH,

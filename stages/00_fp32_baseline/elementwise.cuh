@@ -40,6 +40,7 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const Act* dout, int 
 }
 
 struct Embedding {
+    static constexpr const char* source = __FILE__;
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const int* tokens, const Act* wte, const Act* wpe, int B,
                         int T, int C) {
@@ -69,6 +70,7 @@ __global__ void residual_forward_kernel(Act* out, const Act* a, const Act* b, si
 // The backward of an add is "pass the gradient to both inputs": the model graph gets that for
 // free (see common/cpu/ops.h), so there is no residual backward kernel.
 struct Residual {
+    static constexpr const char* source = __FILE__;
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* a, const Act* b, size_t n) {
         residual_forward_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, a, b, n);
@@ -99,6 +101,7 @@ __global__ void gelu_backward_kernel(Act* dinp, const Act* inp, const Act* dout,
 }
 
 struct Gelu {
+    static constexpr const char* source = __FILE__;
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, size_t n) {
         gelu_forward_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, inp, n);

@@ -16,7 +16,7 @@ __global__ void layernorm_forward_kernel(Act* out, float* mean, float* rstd, con
                                          const Act* bias, int N, int C) {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= N) return;
-    // EXERCISE BEGIN stage00.layernorm_forward TESTS Kernels.LayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.MasterWeightsStayFp32
+    // EXERCISE BEGIN stage00.layernorm_forward TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.CapturedStepMatchesUncaptured
     const Act* x = inp + size_t(n) * C;
     float m = 0.0f;
     for (int c = 0; c < C; ++c) m += to_float(x[c]);
@@ -80,6 +80,7 @@ __global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, c
 }
 
 struct LayerNorm {
+    static constexpr const char* source = __FILE__;
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, float* mean, float* rstd, const Act* inp,
                         const Act* weight, const Act* bias, int N, int C) {

@@ -1,9 +1,18 @@
 // Stage 00: the linear layers, y = x Wᵀ + b, on cuBLAS(Lt) with a separate bias kernel.
-// The compute type is a template argument: stage 00 uses CUBLAS_COMPUTE_32F, which for fp32
-// data means plain fp32 arithmetic (no tensor cores); stage 01 changes only this argument.
+// The arithmetic comes from the context, which takes it from the stage's precision: for FP32
+// (defined here) CUBLAS_COMPUTE_32F, which for fp32 data means plain fp32 arithmetic, no tensor
+// cores. Stage 01 declares another precision and these matmuls follow, unchanged.
 #pragma once
 #include "cuda/backend.cuh"
 #include "elementwise.cuh"
+
+namespace gpt::cuda {
+template <>
+struct MatmulMath<Precision::FP32> {
+    static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;  // fp32 math, no TF32
+    static constexpr const char* source = __FILE__;
+};
+}  // namespace gpt::cuda
 
 namespace gpt::stage00 {
 
@@ -13,15 +22,14 @@ __global__ void add_bias_kernel(Act* out, const Act* bias, int N, int OC) {
     if (i < size_t(N) * OC) out[i] = from_float<Act>(to_float(out[i]) + to_float(bias[i % OC]));
 }
 
-template <cublasComputeType_t kCompute>
 struct CublasMatmul {
-    static constexpr cublasComputeType_t compute_type = kCompute;
+    static constexpr const char* source = __FILE__;
 
     // out[N,OC] = inp[N,C] · weight[OC,C]ᵀ + bias[OC]  (bias may be null)
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, const Act* weight, const Act* bias,
                         int N, int C, int OC) {
-        ctx.gemm.gemm(ctx.stream, kCompute, false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+        ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
         if (bias) {
             add_bias_kernel<<<cuda::ceil_div(size_t(N) * OC, 256), 256, 0, ctx.stream>>>(out, bias, N, OC);
             LAUNCH_CHECK();
@@ -32,8 +40,8 @@ struct CublasMatmul {
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dinp, float* dweight, float* dbias, const Act* dout,
                          const Act* inp, const Act* weight, int N, int C, int OC) {
-        ctx.gemm.gemm(ctx.stream, kCompute, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-        ctx.gemm.gemm(ctx.stream, kCompute, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+        ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+        ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
         if (dbias) column_sum(ctx, dbias, dout, N, OC);
     }
 };

@@ -11,7 +11,8 @@
 #include "elementwise.cuh"
 #include "layernorm.cuh"
 #include "matmul.cuh"
-#include "train/precision.h"
+#include "train/parallel.h"
+#include "train/policy.h"
 
 namespace gpt {
 
@@ -19,18 +20,28 @@ struct Stage00 : CudaBackend {
     static constexpr const char* name = "00_fp32_baseline";
     static constexpr const char* description = "fp32 everywhere, one kernel per op, cuBLAS without tensor cores";
 
-    using act_t = float;  // activations and matmul operands
-    static constexpr Precision kPrecision = Precision::FP32;
-    static constexpr cublasComputeType_t kMatmulCompute = CUBLAS_COMPUTE_32F;  // fp32 math, no TF32
+    using act_t = float;                                      // activations and matmul operands
+    static constexpr Precision kPrecision = Precision::FP32;  // matmul arithmetic and test tolerances
+    static constexpr int kVocabMultiple = 1;                  // rows of wte: V rounded up to this
+    static constexpr bool kCaptureStep = false;               // the training step as one CUDA Graph
 
+    // One kernel (or library call) each.
     using Embedding = stage00::Embedding;
     using LayerNorm = stage00::LayerNorm;
-    using Matmul = stage00::CublasMatmul<kMatmulCompute>;
-    using Attention = stage00::MaterializedAttention<kMatmulCompute>;
+    using Matmul = stage00::CublasMatmul;
+    using Attention = stage00::MaterializedAttention;
     using Gelu = stage00::Gelu;
     using Residual = stage00::Residual;
     using Classifier = stage00::SoftmaxCrossEntropy;
-    using Optimizer = stage00::AdamW;
+
+    // Fusion slots: nothing is fused yet, so the graph runs the ops above one after another
+    // (common/train/compose.h). Stage 04 fills them.
+    using MatmulBiasGelu = Unfused;      // matmul + bias + GELU
+    using ResidualLayerNorm = Unfused;   // residual add + LayerNorm
+    using ClassifierWithGrad = Unfused;  // softmax, loss and the logits' gradient
+
+    using Optimizer = stage00::AdamW;  // owns the weights and the moments; norm, clip, AdamW
+    using Parallel = SingleProcess;    // one process (stage 06: NCCL data parallel)
 };
 
 }  // namespace gpt

@@ -6,11 +6,13 @@
 //         (computed in float inside the same kernels as stage 00, which are templates on the
 //         activation type; the attention probabilities are stored in bf16, as autocast does)
 //   fp32  accumulation inside every matmul
-// The kernels of stages 00-01 are reused as they are, instantiated in bf16; the one new kernel
-// is the optimizer's, which refreshes the bf16 copy of the weights (mixed_adamw.cuh).
+// The kernels of stages 00-01 are reused as they are, instantiated in bf16. New here: the
+// arithmetic of bf16 matmuls (bf16_math.cuh) and the optimizer that keeps the bf16 copy of the
+// weights (mixed_adamw.cuh).
 // PyTorch equivalent: with torch.autocast(device_type="cuda", dtype=torch.bfloat16): ...
 #pragma once
 #include "../01_tf32/stage.cuh"
+#include "bf16_math.cuh"
 #include "mixed_adamw.cuh"
 
 namespace gpt {
@@ -21,11 +23,7 @@ struct Stage02 : Stage01 {
 
     using act_t = bf16;
     static constexpr Precision kPrecision = Precision::BF16;
-    // bf16 operands, fp32 accumulation (TF32 is a mode for fp32 operands only)
-    static constexpr cublasComputeType_t kMatmulCompute = CUBLAS_COMPUTE_32F;
-    using Matmul = stage00::CublasMatmul<kMatmulCompute>;
-    using Attention = stage00::MaterializedAttention<kMatmulCompute>;
-    using Optimizer = stage02::MixedPrecisionAdamW;
+    using Optimizer = stage02::MixedPrecisionAdamW<act_t>;  // owns the bf16 copy of the weights
 };
 
 }  // namespace gpt

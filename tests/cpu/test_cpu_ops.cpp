@@ -221,7 +221,12 @@ TEST(CpuOps, AdamWMatchesTheFormula) {
     const Vec p0 = p, m0 = m, v0 = v;
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, scale = 0.5f;
     const int t = 3;
-    cpu::adamw_update(p.data(), m.data(), v.data(), g.data(), n, lr, b1, b2, eps, wd, t, scale);
+    AdamWSettings settings;
+    settings.beta1 = b1;
+    settings.beta2 = b2;
+    settings.eps = eps;
+    settings.weight_decay = wd;
+    cpu::adamw_update(p.data(), m.data(), v.data(), g.data(), n, settings, lr, t, scale);
     for (size_t i = 0; i < n; ++i) {
         const double gi = double(g[i]) * scale;
         const double mi = b1 * m0[i] + (1 - b1) * gi, vi = b2 * v0[i] + (1 - b2) * gi * gi;
@@ -230,4 +235,11 @@ TEST(CpuOps, AdamWMatchesTheFormula) {
         ASSERT_NEAR(p[i], pi, 1e-6 * (1 + std::fabs(pi)));
         ASSERT_NEAR(m[i], mi, 1e-6);
     }
+}
+
+TEST(CpuOps, ClipFactor) {
+    EXPECT_EQ(clip_factor(0.5f, 1.0f), 1.0f);    // below the threshold: untouched
+    EXPECT_NEAR(clip_factor(4.0f, 1.0f), 1.0f / (4.0f + 1e-6f), 1e-7);
+    EXPECT_EQ(clip_factor(1e9f, 0.0f), 1.0f);    // clipping off
+    EXPECT_EQ(clip_factor(0.0f, 1.0f), 1.0f);
 }

@@ -8,21 +8,31 @@
 #include <functional>
 #include <string>
 
+#include "cpu/reference_stage.h"
+#include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "testing/compare.h"
+#include "testing/curve.h"
+#include "testing/reference_run.h"
+#include "train/loop.h"
+#include "train/policy.h"
 #include "train/schedule.h"
 #include "util/error.h"
+#include "util/json.h"
 
 using namespace gpt;
 namespace fs = std::filesystem;
 
 namespace {
 
+// A directory of this test's own: CTest runs the tests of this file in parallel processes.
 std::string temp_dir() {
     const char* base = std::getenv("GPT_TEST_OUT");
-    fs::path dir = fs::path(base ? base : fs::temp_directory_path().string()) / "test_model";
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    fs::path dir = fs::path(base ? base : fs::temp_directory_path().string()) / "test_model" /
+                   (std::string(test->test_suite_name()) + "." + test->name());
     fs::create_directories(dir);
     return dir.string();
 }
@@ -225,4 +235,115 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
     EXPECT_NEAR(learning_rate(100, 100, 10, lr, 0.1f), 0.1f * lr, 1e-9);
     for (int s = 11; s < 100; ++s) EXPECT_LE(learning_rate(s, 100, 10, lr, 0.1f), learning_rate(s - 1, 100, 10, lr, 0.1f));
     EXPECT_FLOAT_EQ(learning_rate(0, 20, 0, lr, 0.1f), lr);  // no warmup: the peak at once
+}
+
+// --- gradient accumulation -----------------------------------------------------------------
+
+// k micro-batches of B / k sequences, their gradients accumulated, give the update of one batch
+// of B (testing/reference_run.h): fp32, so up to the order of the additions.
+TEST(GradientAccumulation, MicroBatchesGiveTheUpdateOfOneBatch) {
+    constexpr double kFp32Rel = 1e-5;
+    for (const int k : {2, 4}) {
+        SCOPED_TRACE("k = " + std::to_string(k));
+        const test::AccumulationRun r = test::whole_and_accumulated<CpuReference>(k);
+        EXPECT_TRUE(test::curves_close("loss", {r.accumulated.result.loss}, {r.whole.result.loss}, kFp32Rel));
+        EXPECT_TRUE(test::curves_close("gradient norm", {r.accumulated.result.grad_norm},
+                                       {r.whole.result.grad_norm}, kFp32Rel));
+        EXPECT_TRUE(test::rel_l2_close("gradients", r.accumulated.grads, r.whole.grads, kFp32Rel));
+        const test::ReferenceCase c = test::overfit_case();
+        std::vector<float> step_whole(c.params.size()), step_accumulated(c.params.size());
+        for (size_t i = 0; i < c.params.size(); ++i) {
+            step_whole[i] = r.whole.params[i] - c.params[i];
+            step_accumulated[i] = r.accumulated.params[i] - c.params[i];
+        }
+        EXPECT_TRUE(test::rel_l2_close("update", step_accumulated, step_whole, kFp32Rel));
+    }
+}
+
+namespace {
+
+// A corpus of random tokens, train and val shards, for runs of the trainer itself.
+std::string small_corpus() {
+    const std::string dir = temp_dir() + "/corpus";
+    fs::create_directories(dir);
+    Rng rng(1234);
+    write_shard(dir + "/t_train_000000.bin", test::random_tokens(rng, 4096, 512));
+    write_shard(dir + "/t_val_000000.bin", test::random_tokens(rng, 1024, 512));
+    return dir;
+}
+
+// The losses a CPU training run logs, one per step.
+std::vector<double> logged_losses(const std::string& jsonl) {
+    std::vector<double> losses;
+    std::ifstream in(jsonl);
+    for (std::string line; std::getline(in, line);) {
+        const Json event = Json::parse(line);
+        if (event["type"].string == "step") losses.push_back(event["loss"].number);
+    }
+    return losses;
+}
+
+TrainOptions small_run(const std::string& corpus, const std::string& log) {
+    TrainOptions o = default_options(false);
+    o.model = "micro";
+    o.data_dir = corpus;
+    o.steps = 4;
+    o.warmup = 1;
+    o.val_every = 0;
+    o.sample_every = 0;
+    o.log = log;
+    return o;
+}
+
+}  // namespace
+
+// The trainer with --total-batch: 4 micro-batches of 2 x 16 tokens per step train exactly like
+// batches of 8 x 16 (the data loader gives the same tokens in the same order).
+TEST(GradientAccumulation, TotalBatchTrainsLikeOneLargeBatch) {
+    const std::string corpus = small_corpus();
+    TrainOptions large = small_run(corpus, temp_dir() + "/large.jsonl");
+    large.batch = 8;
+    large.seq = 16;
+    TrainOptions accumulated = small_run(corpus, temp_dir() + "/accumulated.jsonl");
+    accumulated.batch = 2;
+    accumulated.seq = 16;
+    accumulated.total_batch = 8 * 16;
+    ASSERT_EQ(train<CpuReference>(large), 0);
+    ASSERT_EQ(train<CpuReference>(accumulated), 0);
+    const std::vector<double> a = logged_losses(accumulated.log), b = logged_losses(large.log);
+    ASSERT_EQ(b.size(), 4u);
+    EXPECT_TRUE(test::curves_close("losses with --total-batch vs one large batch", a, b, 1e-5));
+}
+
+TEST(GradientAccumulation, TotalBatchMustBeAMultipleOfTheMicroBatch) {
+    TrainOptions o = small_run(small_corpus(), "");
+    o.batch = 2;
+    o.seq = 16;
+    o.total_batch = 100;
+    expect_error_mentions([&] { train<CpuReference>(o); }, "--total-batch 100 is not a multiple");
+}
+
+// --- the policy ----------------------------------------------------------------------------
+
+TEST(Policy, RepoPathsResolveIncludesAndBuildCopies) {
+    EXPECT_EQ(repo_path("/src/stages/02_bf16_autocast/../01_tf32/../00_fp32_baseline/matmul.cuh"),
+              "stages/00_fp32_baseline/matmul.cuh");
+    EXPECT_EQ(repo_path("/src/build/stage00-workshop/workshop/stages/00_fp32_baseline/./layernorm.cuh"),
+              "stages/00_fp32_baseline/layernorm.cuh");
+    EXPECT_EQ(repo_path("/home/common/repo/common/train/parallel.h"), "common/train/parallel.h");
+    EXPECT_EQ(repo_path("elsewhere.h"), "elsewhere.h");
+}
+
+TEST(Policy, CpuReferenceTableNamesEveryOp) {
+    const std::vector<OpRow> table = op_table<CpuReference>();
+    ASSERT_EQ(table.size(), 13u);
+    for (const OpRow& row : table) {
+        SCOPED_TRACE(row.name);
+        EXPECT_FALSE(row.where.empty());
+        if (row.where.rfind("common/", 0) == 0)
+            EXPECT_TRUE(fs::is_regular_file(fs::path(GPT_SOURCE_DIR) / row.where)) << row.where;
+    }
+    // The fusion slots the reference leaves unfused are composed from its own ops.
+    EXPECT_EQ(table[7].name, "MatmulBiasGelu");
+    EXPECT_EQ(table[7].where, "unfused: Matmul, then Gelu (common/train/compose.h)");
 }

@@ -4,9 +4,13 @@
 //   Kernels  every op of the stage, forward and backward, against the fp32 CPU reference ops
 //            (common/cpu/ops.h), on fresh random inputs of sizes that are not tile multiples
 //   Matmul   the matmuls use the arithmetic the stage declares: fp32, TF32 or bf16
+//   Slots    the fusion slots (MatmulBiasGelu, ResidualLayerNorm, ClassifierWithGrad) as the
+//            stage fills them, against the same CPU ops composed
 //   Model    the whole trainer: step-0 loss and gradients against the CPU reference, the
-//            loss curve against PyTorch, no device allocation during a training step, and
-//            updates that reach the fp32 master weights
+//            loss curve against PyTorch, no device allocation during a training step, updates
+//            that reach the fp32 master weights, gradient accumulation, and the step recorded
+//            as a CUDA Graph (which only works if the step never makes the host wait)
+//   Policy   the op table names files that exist (runs without a GPU too)
 //
 // Every test runs in the GpuTest fixture, which skips it on a machine without a GPU (and fails
 // it instead when REQUIRE_GPU=1). How to run them: tests/gpu/README.md.
@@ -19,9 +23,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/ops.h"
@@ -34,12 +40,14 @@
 #include "testing/reference_run.h"
 #include "testing/tolerance.h"
 #include "train/gpt.h"
+#include "train/policy.h"
 #include "util/rng.h"
 
 namespace {
 
 using Act = typename TestStage::act_t;  // activations, matmul operands, layer parameters
 using Ctx = typename TestStage::Context;
+using Ops = gpt::Ops<TestStage>;  // the stage's ops with its fusion slots resolved
 constexpr gpt::Precision kPrecision = TestStage::kPrecision;
 // Tolerances, from the one table (common/testing/tolerance.h), by what made each output:
 constexpr gpt::test::Tolerance kMatmulTol = gpt::test::matmul_tolerance(kPrecision);        // matmuls
@@ -59,16 +67,17 @@ using gpt::test::sync_and_check;
 using gpt::test::test_seed;
 using Vec = std::vector<float>;
 
-const char* precision_name(gpt::Precision p) {
-    switch (p) {
-        case gpt::Precision::FP32: return "FP32";
-        case gpt::Precision::TF32: return "TF32";
-        case gpt::Precision::BF16: return "BF16";
-    }
-    return "unknown";
-}
-
 Vec zeros(size_t n) { return Vec(n, 0.0f); }
+
+// n elements of device memory the stage's code owns, as floats.
+template <class T>
+Vec download(Ctx& ctx, const T* device, size_t n) {
+    std::vector<T> raw(n);
+    TestStage::copy_out(ctx, raw.data(), device, n);
+    Vec out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = gpt::test::element_to_float(raw[i]);
+    return out;
+}
 
 // A random starting value for an accumulating output (parameter gradients, LayerNorm's dinp),
 // as large as the increment the op adds where it adds something: an op that overwrites instead
@@ -103,8 +112,13 @@ std::vector<int> token_ids(Rng& rng, int n, int V) {
     return ids;
 }
 
-// Mixed precision: the graph keeps an act_t copy of the fp32 master weights (common/train/gpt.h).
-constexpr bool kSeparateActParams = gpt::GPT<TestStage>::kSeparateActParams;
+// Mixed precision: the optimizer keeps an act_t copy of the fp32 master weights.
+constexpr bool kSeparateActParams = !std::is_same_v<Act, float>;
+
+// A context set up for the stage (its matmul arithmetic comes from the stage's precision).
+struct StageContext : Ctx {
+    StageContext() : Ctx(gpt::stage_tag<TestStage>) {}
+};
 
 // Workshop exercises (docs/workshop.md) that the tests below check besides their own op: a
 // workshop build with one of them unwritten fails these tests, and the message says where to look.
@@ -129,6 +143,7 @@ std::string model_trace() {
 class Kernels : public gpt::test::GpuTest {};
 class Matmul : public gpt::test::GpuTest {};
 class Model : public gpt::test::GpuTest {};
+class Slots : public gpt::test::GpuTest {};
 
 // ---- embeddings -------------------------------------------------------------------------------
 
@@ -141,7 +156,7 @@ const EmbeddingCase kEmbeddingCases[] = {
 
 TEST_F(Kernels, EmbeddingForward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const EmbeddingCase& s : kEmbeddingCases) {
         SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " V=" << s.V);
         const int N = s.B * s.T, maxT = s.T + 3;  // wpe has rows past T, as a model's context does
@@ -162,7 +177,7 @@ TEST_F(Kernels, EmbeddingForward) {
 
 TEST_F(Kernels, EmbeddingBackward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const EmbeddingCase& s : kEmbeddingCases) {
         SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " V=" << s.V);
         const int N = s.B * s.T, maxT = s.T + 3;
@@ -208,7 +223,7 @@ struct LayerNormInputs {
 TEST_F(Kernels, LayerNormForward) {
     SCOPED_TRACE(kLayerNormExercise);
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const RowsCase& s : kLayerNormCases) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
         const LayerNormInputs in(rng, s.N, s.C);
@@ -228,9 +243,12 @@ TEST_F(Kernels, LayerNormForward) {
     }
 }
 
-TEST_F(Kernels, LayerNormBackward) {
+// The backward of LayerNorm, or of a slot whose backward is LayerNorm's (ResidualLayerNorm):
+// all three outputs accumulate (dinp too: see common/cpu/ops.h).
+template <class Op>
+void check_layernorm_backward(const std::string& what) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const RowsCase& s : kLayerNormCases) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
         const size_t NC = size_t(s.N) * s.C;
@@ -240,7 +258,6 @@ TEST_F(Kernels, LayerNormBackward) {
         gpt::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), in.inp.data(), in.weight.data(),
                                     in.bias.data(), s.N, s.C);
         const Vec dout = rounded<Act>(random_normal(rng, NC));
-        // All three outputs accumulate (dinp too: see common/cpu/ops.h).
         Vec dinp_inc = zeros(NC), dweight_inc = zeros(s.C), dbias_inc = zeros(s.C);
         gpt::cpu::layernorm_backward(dinp_inc.data(), dweight_inc.data(), dbias_inc.data(), dout.data(),
                                      in.inp.data(), in.weight.data(), mean.data(), rstd.data(), s.N, s.C);
@@ -253,14 +270,16 @@ TEST_F(Kernels, LayerNormBackward) {
 
         DeviceArray<Act> d_dout(dout), d_inp(in.inp), d_weight(in.weight), d_dinp(dinp_start);
         DeviceArray<float> d_mean(mean), d_rstd(rstd), d_dweight(dweight_start), d_dbias(dbias_start);
-        TestStage::LayerNorm::backward(ctx, d_dinp.data(), d_dweight.data(), d_dbias.data(), d_dout.data(),
-                                       d_inp.data(), d_weight.data(), d_mean.data(), d_rstd.data(), s.N, s.C);
-        sync_and_check("LayerNorm::backward");
-        EXPECT_TRUE(all_close("LayerNorm::backward dinp (added to)", d_dinp.download(), dinp_expected, kActTol));
-        EXPECT_TRUE(all_close("LayerNorm::backward dweight (added to)", d_dweight.download(), dweight_expected, kFp32Tol));
-        EXPECT_TRUE(all_close("LayerNorm::backward dbias (added to)", d_dbias.download(), dbias_expected, kFp32Tol));
+        Op::backward(ctx, d_dinp.data(), d_dweight.data(), d_dbias.data(), d_dout.data(), d_inp.data(),
+                     d_weight.data(), d_mean.data(), d_rstd.data(), s.N, s.C);
+        sync_and_check(what);
+        EXPECT_TRUE(all_close(what + " dinp (added to)", d_dinp.download(), dinp_expected, kActTol));
+        EXPECT_TRUE(all_close(what + " dweight (added to)", d_dweight.download(), dweight_expected, kFp32Tol));
+        EXPECT_TRUE(all_close(what + " dbias (added to)", d_dbias.download(), dbias_expected, kFp32Tol));
     }
 }
+
+TEST_F(Kernels, LayerNormBackward) { check_layernorm_backward<Ops::LayerNorm>("LayerNorm::backward"); }
 
 // ---- matmul -------------------------------------------------------------------------------------
 
@@ -275,7 +294,7 @@ const MatmulCase kMatmulCases[] = {
 
 TEST_F(Kernels, MatmulForward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const MatmulCase& s : kMatmulCases) {
         for (const bool with_bias : {true, false}) {
             SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
@@ -299,7 +318,7 @@ TEST_F(Kernels, MatmulForward) {
 
 TEST_F(Kernels, MatmulBackward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const MatmulCase& s : kMatmulCases) {
         // Without a bias gradient as well: the tied output projection has none.
         for (const bool with_bias : {true, false}) {
@@ -344,7 +363,7 @@ const AttentionCase kAttentionCases[] = {
 
 TEST_F(Kernels, AttentionForward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const AttentionCase& s : kAttentionCases) {
         SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
         const size_t BTC = size_t(s.B) * s.T * s.C;
@@ -364,7 +383,7 @@ TEST_F(Kernels, AttentionForward) {
 
 TEST_F(Kernels, AttentionBackward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const AttentionCase& s : kAttentionCases) {
         SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
         const size_t BTC = size_t(s.B) * s.T * s.C;
@@ -400,7 +419,7 @@ const size_t kElementCounts[] = {1, 63, 65, 1000, 100003};
 
 TEST_F(Kernels, GeluForward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const size_t n : kElementCounts) {
         SCOPED_TRACE(testing::Message() << "n=" << n);
         // Wide enough to reach both tails, where tanh saturates.
@@ -417,7 +436,7 @@ TEST_F(Kernels, GeluForward) {
 
 TEST_F(Kernels, GeluBackward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const size_t n : kElementCounts) {
         SCOPED_TRACE(testing::Message() << "n=" << n);
         const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
@@ -435,7 +454,7 @@ TEST_F(Kernels, GeluBackward) {
 // The residual add has no backward op: the graph passes the gradient to both inputs itself.
 TEST_F(Kernels, ResidualForward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const size_t n : kElementCounts) {
         SCOPED_TRACE(testing::Message() << "n=" << n);
         const Vec a = rounded<Act>(random_normal(rng, n, 1.0f, 0.5f));
@@ -462,7 +481,7 @@ const ClassifierCase kClassifierCases[] = {
 
 TEST_F(Kernels, ClassifierForward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const ClassifierCase& s : kClassifierCases) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
         const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
@@ -485,7 +504,7 @@ TEST_F(Kernels, ClassifierForward) {
 
 TEST_F(Kernels, ClassifierBackward) {
     Rng rng(test_seed());
-    Ctx ctx;
+    StageContext ctx;
     for (const ClassifierCase& s : kClassifierCases) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
         const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
@@ -525,78 +544,223 @@ TEST_F(Kernels, ClassifierBackward) {
     }
 }
 
-// ---- optimizer ------------------------------------------------------------------------------------
+// ---- fusion slots -----------------------------------------------------------------------------------
+//
+// What the graph calls for matmul + bias + GELU, residual add + LayerNorm and the classifier with
+// its gradient: the single ops above one after another (train/compose.h) until a stage fuses
+// them. Against the same CPU ops, composed.
 
-TEST_F(Kernels, AdamW) {
-    SCOPED_TRACE(adamw_trace());
-    struct Case {
-        size_t n;
-        int t;  // AdamW's step count, from 1
-        float weight_decay, grad_scale;
-    };
-    // Weight decay on and off (biases, LayerNorm), clipping on and off, early and later steps.
-    const Case cases[] = {
-        {1, 1, 0.1f, 1.0f}, {63, 2, 0.0f, 0.5f}, {65, 10, 0.1f, 1.0f}, {1000, 1, 0.1f, 0.37f}, {100003, 20, 0.0f, 1.0f},
-    };
-    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+// The MLP's first layer: OC = 4C, N not a multiple of any tile.
+const MatmulCase kMlpCases[] = {{1, 36, 144}, {63, 96, 384}, {65, 100, 400}, {1000, 96, 384}};
+
+TEST_F(Slots, MatmulBiasGeluForward) {
     Rng rng(test_seed());
-    Ctx ctx;
-    for (const Case& s : cases) {
-        SCOPED_TRACE(testing::Message() << "n=" << s.n << " t=" << s.t << " weight_decay=" << s.weight_decay
-                                        << " grad_scale=" << s.grad_scale);
-        // Small weights, as after GPT-2's initialisation, so that one step changes them visibly.
-        const Vec params = random_normal(rng, s.n, 0.05f, 0.01f);
-        const Vec grads = random_normal(rng, s.n, 0.01f);
-        const Vec m = random_normal(rng, s.n, 0.005f);
-        const Vec v = random_uniform(rng, s.n, 1e-6f, 2e-4f);  // a second moment is never negative
-        Vec params_expected = params, m_expected = m, v_expected = v;
-        gpt::cpu::adamw_update(params_expected.data(), m_expected.data(), v_expected.data(), grads.data(), s.n, lr,
-                               beta1, beta2, eps, s.weight_decay, s.t, s.grad_scale);
+    StageContext ctx;
+    for (const MatmulCase& s : kMlpCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC);
+        const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
+        const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
+        const Vec bias = rounded<Act>(random_normal(rng, s.OC, 0.5f, 0.2f));
+        Vec pre(size_t(s.N) * s.OC), out(pre.size());
+        gpt::cpu::matmul_forward(pre.data(), inp.data(), weight.data(), bias.data(), s.N, s.C, s.OC);
+        gpt::cpu::gelu_forward(out.data(), pre.data(), pre.size());
 
-        // Master weights, gradients and moments are fp32 in every stage. A stage whose act_t is
-        // not float also keeps an act_t copy of the weights, which the optimizer rewrites (as
-        // in the graph, the pointer is null otherwise).
-        DeviceArray<float> d_params(params), d_grads(grads), d_m(m), d_v(v);
-        DeviceArray<Act> d_act_copy(kSeparateActParams ? s.n : 0);  // poisoned
-        Act* act_copy = kSeparateActParams ? d_act_copy.data() : nullptr;
-        TestStage::Optimizer::adamw(ctx, d_params.data(), act_copy, d_grads.data(), d_m.data(), d_v.data(), s.n, lr,
-                                    beta1, beta2, eps, s.weight_decay, s.t, s.grad_scale);
-        sync_and_check("Optimizer::adamw");
-        const Vec params_after = d_params.download();
-        EXPECT_TRUE(all_close("AdamW parameters", params_after, params_expected, kFp32Tol));
-        if (kSeparateActParams)
-            EXPECT_TRUE(all_close("AdamW act_t copy of the parameters", d_act_copy.download(),
-                                  rounded<Act>(params_expected), kActTol));
-        EXPECT_TRUE(all_close("AdamW first moment m", d_m.download(), m_expected, kFp32Tol));
-        EXPECT_TRUE(all_close("AdamW second moment v", d_v.download(), v_expected, kFp32Tol));
-        // The step itself, so that an error in it cannot hide behind the size of the weights.
-        Vec step(s.n), step_expected(s.n);
-        for (size_t i = 0; i < s.n; ++i) {
-            step[i] = params_after[i] - params[i];
-            step_expected[i] = params_expected[i] - params[i];
-        }
-        EXPECT_TRUE(all_close("AdamW step (new - old parameters)", step, step_expected, kFp32Tol));
+        DeviceArray<Act> d_inp(inp), d_weight(weight), d_bias(bias), d_out(out.size()), d_pre(pre.size());
+        Ops::MatmulBiasGelu::forward(ctx, d_out.data(), d_pre.data(), d_inp.data(), d_weight.data(), d_bias.data(),
+                                     s.N, s.C, s.OC);
+        sync_and_check("MatmulBiasGelu::forward");
+        EXPECT_TRUE(all_close("MatmulBiasGelu::forward pre-activation", d_pre.download(), pre, kMatmulTol));
+        EXPECT_TRUE(all_close("MatmulBiasGelu::forward out", d_out.download(), out, kMatmulTol));
     }
 }
 
-TEST_F(Kernels, SumSquares) {
+TEST_F(Slots, MatmulBiasGeluBackward) {
     Rng rng(test_seed());
-    Ctx ctx;
-    // Up to more elements than one pass of the grid covers.
-    for (const size_t n : {size_t(1), size_t(63), size_t(65), size_t(1000), (size_t(1) << 20) + 3}) {
-        SCOPED_TRACE(testing::Message() << "n=" << n);
-        const Vec grads = random_normal(rng, n, 1.0f, 0.2f);
-        const double expected = gpt::cpu::sum_squares(grads.data(), n);
+    StageContext ctx;
+    for (const MatmulCase& s : kMlpCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC);
+        const size_t NOC = size_t(s.N) * s.OC;
+        const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
+        const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
+        const Vec pre = rounded<Act>(random_normal(rng, NOC, 2.0f, -0.3f));  // both tails of the GELU
+        const Vec dout = rounded<Act>(random_normal(rng, NOC));
+        Vec dpre(NOC);
+        gpt::cpu::gelu_backward(dpre.data(), pre.data(), dout.data(), NOC);
+        Vec dinp_expected(size_t(s.N) * s.C), dweight_inc = zeros(size_t(s.OC) * s.C), dbias_inc = zeros(s.OC);
+        gpt::cpu::matmul_backward(dinp_expected.data(), dweight_inc.data(), dbias_inc.data(), dpre.data(),
+                                  inp.data(), weight.data(), s.N, s.C, s.OC);
+        const Vec dweight_start = accumulator_start(rng, dweight_inc), dbias_start = accumulator_start(rng, dbias_inc);
+        Vec dweight_expected = dweight_start, dbias_expected = dbias_start, dinp_again(dinp_expected.size());
+        gpt::cpu::matmul_backward(dinp_again.data(), dweight_expected.data(), dbias_expected.data(), dpre.data(),
+                                  inp.data(), weight.data(), s.N, s.C, s.OC);
 
-        DeviceArray<float> d_grads(grads);
-        const double first = TestStage::Optimizer::sum_squares(ctx, d_grads.data(), n);
-        sync_and_check("Optimizer::sum_squares");
-        // A second call must start from zero again, not add to the first one's total.
-        const double second = TestStage::Optimizer::sum_squares(ctx, d_grads.data(), n);
-        sync_and_check("Optimizer::sum_squares, second call");
-        const Vec want{static_cast<float>(expected)};
-        EXPECT_TRUE(all_close("Optimizer::sum_squares", Vec{static_cast<float>(first)}, want, kFp32Tol));
-        EXPECT_TRUE(all_close("Optimizer::sum_squares called again", Vec{static_cast<float>(second)}, want, kFp32Tol));
+        DeviceArray<Act> d_inp(inp), d_weight(weight), d_pre(pre), d_dout(dout);  // d_dout is overwritten
+        DeviceArray<Act> d_dinp(dinp_expected.size());                              // poisoned
+        DeviceArray<float> d_dweight(dweight_start), d_dbias(dbias_start);
+        Ops::MatmulBiasGelu::backward(ctx, d_dinp.data(), d_dweight.data(), d_dbias.data(), d_dout.data(),
+                                      d_inp.data(), d_pre.data(), d_weight.data(), s.N, s.C, s.OC);
+        sync_and_check("MatmulBiasGelu::backward");
+        EXPECT_TRUE(all_close("MatmulBiasGelu::backward dinp", d_dinp.download(), dinp_expected, kMatmulTol));
+        EXPECT_TRUE(all_close("MatmulBiasGelu::backward dweight (added to)", d_dweight.download(), dweight_expected,
+                              kMatmulTol));
+        // The gradient of the pre-activation is stored as Act before its columns are summed.
+        EXPECT_TRUE(
+            all_close("MatmulBiasGelu::backward dbias (added to)", d_dbias.download(), dbias_expected, kActTol));
+    }
+}
+
+TEST_F(Slots, ResidualLayerNormForward) {
+    SCOPED_TRACE(kLayerNormExercise);
+    Rng rng(test_seed());
+    StageContext ctx;
+    for (const RowsCase& s : kLayerNormCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
+        const size_t NC = size_t(s.N) * s.C;
+        const Vec a = rounded<Act>(random_normal(rng, NC, 1.0f, 0.5f));  // the residual stream
+        const Vec b = rounded<Act>(random_normal(rng, NC, 0.5f));        // what a branch adds to it
+        const LayerNormInputs params(rng, 1, s.C);
+        Vec residual(NC), out(NC), mean(s.N), rstd(s.N);
+        gpt::cpu::residual_forward(residual.data(), a.data(), b.data(), NC);
+        // The LayerNorm normalises the residual as it is stored (rounded to Act).
+        const Vec stored = rounded<Act>(residual);
+        gpt::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), stored.data(), params.weight.data(),
+                                    params.bias.data(), s.N, s.C);
+
+        DeviceArray<Act> d_a(a), d_b(b), d_weight(params.weight), d_bias(params.bias);
+        DeviceArray<Act> d_residual(NC), d_out(NC);
+        DeviceArray<float> d_mean(s.N), d_rstd(s.N);
+        Ops::ResidualLayerNorm::forward(ctx, d_residual.data(), d_out.data(), d_mean.data(), d_rstd.data(),
+                                        d_a.data(), d_b.data(), d_weight.data(), d_bias.data(), s.N, s.C);
+        sync_and_check("ResidualLayerNorm::forward");
+        EXPECT_TRUE(all_close("ResidualLayerNorm::forward residual", d_residual.download(), residual, kActTol));
+        EXPECT_TRUE(all_close("ResidualLayerNorm::forward out", d_out.download(), out, kActTol));
+        EXPECT_TRUE(all_close("ResidualLayerNorm::forward mean", d_mean.download(), mean, kFp32Tol));
+        EXPECT_TRUE(all_close("ResidualLayerNorm::forward rstd", d_rstd.download(), rstd, kFp32Tol));
+    }
+}
+
+// The add's backward is free: the slot's backward is the LayerNorm's, adding into the gradient
+// of the residual (the "dinp" of the check).
+TEST_F(Slots, ResidualLayerNormBackward) {
+    check_layernorm_backward<Ops::ResidualLayerNorm>("ResidualLayerNorm::backward");
+}
+
+// The loss and the logits' gradient in one call, the gradient written over the logits (as the
+// graph calls it), with a loss scale that is not 1/N (gradient accumulation).
+TEST_F(Slots, ClassifierWithGrad) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    for (const ClassifierCase& s : kClassifierCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
+        const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
+        const std::vector<int> targets = token_ids(rng, s.N, s.V);
+        const float dloss = 1.0f / (3 * s.N);
+        Vec losses(s.N), probs(size_t(s.N) * s.Vp), dlogits(probs.size());
+        gpt::cpu::softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), s.N, s.V,
+                                               s.Vp);
+        gpt::cpu::softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(), dloss, s.N, s.V, s.Vp);
+
+        DeviceArray<Act> d_logits(logits);
+        DeviceArray<int> d_targets(targets);
+        DeviceArray<float> d_losses(s.N);
+        DeviceScratch saved(Ops::ClassifierWithGrad::saved_bytes(s.N, s.Vp, sizeof(Act)));
+        DeviceScratch scratch(Ops::ClassifierWithGrad::scratch_bytes(s.N, s.Vp, sizeof(Act)));
+        Ops::ClassifierWithGrad::forward_backward(ctx, d_losses.data(), d_logits.data(), d_logits.data(),
+                                                  d_targets.data(), dloss, s.N, s.V, s.Vp, saved.data(),
+                                                  scratch.data());
+        sync_and_check("ClassifierWithGrad::forward_backward");
+        EXPECT_TRUE(all_close("ClassifierWithGrad losses", d_losses.download(), losses, kFp32Tol));
+        EXPECT_TRUE(all_close("ClassifierWithGrad dlogits, written over the logits", d_logits.download(), dlogits,
+                              kActTol));
+    }
+}
+
+// ---- optimizer ------------------------------------------------------------------------------------
+
+// The stage's optimizer against the CPU reference's (CpuAdamW, common/cpu/reference_stage.h), on
+// the same weights, moments and gradients: the squared gradient norm it reports, the fp32 master
+// weights, m, v, and (mixed precision) the act_t copy. Two steps in a row with different learning
+// rates and step counts: they must be read from device memory at every step, not remembered.
+// Layouts of two models with sizes that are not multiples of a block, one with a padded vocabulary.
+TEST_F(Kernels, AdamW) {
+    SCOPED_TRACE(adamw_trace());
+    struct Case {
+        gpt::GPTConfig config;
+        int vocab_multiple;
+        float grad_size, grad_clip, weight_decay;
+    };
+    //                  maxT  V     L  H  C
+    const Case cases[] = {
+        {gpt::GPTConfig{5, 67, 1, 3, 9}, 1, 0.01f, 1.0f, 0.1f},    // norm far below the clip: no clipping
+        {gpt::GPTConfig{7, 1000, 2, 4, 36}, 64, 0.05f, 1.0f, 0.1f},  // norm above it: clipped
+        {gpt::GPTConfig{7, 1000, 2, 4, 36}, 1, 0.05f, 0.0f, 0.0f},   // clipping and weight decay off
+    };
+    const gpt::StepScalars steps[] = {{1e-2f, 1}, {3e-3f, 7}};
+    Rng rng(test_seed());
+    for (const Case& s : cases) {
+        const gpt::ParamLayout layout(s.config, s.config.padded_vocab(s.vocab_multiple));
+        const size_t n = layout.total();
+        SCOPED_TRACE(testing::Message() << "parameters " << n << ", grad_clip " << s.grad_clip << ", weight_decay "
+                                        << s.weight_decay);
+        gpt::AdamWSettings settings;
+        settings.grad_clip = s.grad_clip;
+        settings.weight_decay = s.weight_decay;
+        // Small weights, as after GPT-2's initialisation, so that one step changes them visibly.
+        const Vec params = random_normal(rng, n, 0.05f, 0.01f);
+        const Vec m = random_normal(rng, n, 0.005f);
+        const Vec v = random_uniform(rng, n, 1e-6f, 2e-4f);  // a second moment is never negative
+
+        gpt::CpuBackend::Context cpu_ctx(gpt::stage_tag<gpt::CpuReference>);
+        gpt::CpuAdamW reference(cpu_ctx, layout);
+        std::copy(params.begin(), params.end(), reference.master());
+        std::copy(m.begin(), m.end(), reference.m());
+        std::copy(v.begin(), v.end(), reference.v());
+
+        StageContext ctx;
+        typename Ops::Optimizer optimizer(ctx, layout);
+        TestStage::copy_in(ctx, optimizer.master(), params.data(), n);
+        TestStage::copy_in(ctx, optimizer.m(), m.data(), n);
+        TestStage::copy_in(ctx, optimizer.v(), v.data(), n);
+        optimizer.weights_changed(ctx);
+
+        for (const gpt::StepScalars& step : steps) {
+            SCOPED_TRACE(testing::Message() << "lr " << step.lr << ", t " << step.t);
+            const Vec grads = random_normal(rng, n, s.grad_size);
+            const Vec before(reference.master(), reference.master() + n);
+            double reference_sum_squares = 0.0;
+            reference.step(cpu_ctx, grads.data(), settings, &step, &reference_sum_squares);
+
+            DeviceArray<float> d_grads(grads);
+            DeviceArray<gpt::StepScalars> d_step(std::vector<gpt::StepScalars>{step});
+            DeviceArray<double> d_sum_squares(1);  // poisoned: the step must write it
+            optimizer.step(ctx, d_grads.data(), settings, d_step.data(), d_sum_squares.data());
+            sync_and_check("Optimizer::step");
+
+            const double sum_squares = d_sum_squares.download_raw()[0];
+            EXPECT_TRUE(all_close("Optimizer::step gradient sum of squares", Vec{float(sum_squares)},
+                                  Vec{float(reference_sum_squares)}, kFp32Tol));
+            const Vec after = download(ctx, optimizer.master(), n);
+            const Vec expected(reference.master(), reference.master() + n);
+            EXPECT_TRUE(all_close("master weights", after, expected, kFp32Tol));
+            // The step itself, so that an error in it cannot hide behind the size of the weights.
+            Vec change(n), expected_change(n);
+            for (size_t i = 0; i < n; ++i) {
+                change[i] = after[i] - before[i];
+                expected_change[i] = expected[i] - before[i];
+            }
+            EXPECT_TRUE(all_close("step (new - old master weights)", change, expected_change, kFp32Tol));
+            EXPECT_TRUE(all_close("first moment m", download(ctx, optimizer.m(), n),
+                                  Vec(reference.m(), reference.m() + n), kFp32Tol));
+            EXPECT_TRUE(all_close("second moment v", download(ctx, optimizer.v(), n),
+                                  Vec(reference.v(), reference.v() + n), kFp32Tol));
+            // The weights the forward pass reads: the master weights themselves in fp32 stages,
+            // their act_t copy, rewritten by the same step, in mixed precision.
+            EXPECT_TRUE(all_close("weights the graph reads (act_weights)", download(ctx, optimizer.act_weights(), n),
+                                  rounded<Act>(expected), kActTol));
+            if (!kSeparateActParams)
+                EXPECT_EQ(static_cast<const void*>(optimizer.act_weights()),
+                          static_cast<const void*>(optimizer.master()));
+        }
     }
 }
 
@@ -610,7 +774,7 @@ TEST_F(Kernels, SumSquares) {
 // while TF32 loses about 4·2^-13 ≈ 5e-4 of it, with the same sign for every element.
 // Stages with bf16 operands get 1 + a·2^-7, exact in bf16, and only bf16 bounds are checked.
 TEST_F(Matmul, UsesTheStagesMath) {
-    std::string trace = std::string("stage ") + TestStage::name + " declares " + precision_name(kPrecision) +
+    std::string trace = std::string("stage ") + TestStage::name + " declares " + gpt::precision_name(kPrecision) +
                         " matmuls";
     if (kPrecision == gpt::Precision::TF32) trace += "; exercise stage01.tf32_compute_type: see docs/01_tf32.md#exercise";
     SCOPED_TRACE(trace);
@@ -633,7 +797,7 @@ TEST_F(Matmul, UsesTheStagesMath) {
             exact[size_t(n) * OC + o] = sum;
         }
 
-    Ctx ctx;
+    StageContext ctx;
     DeviceArray<Act> d_inp(inp), d_weight(weight), d_out(exact.size());
     TestStage::Matmul::forward(ctx, d_out.data(), d_inp.data(), d_weight.data(), static_cast<const Act*>(nullptr), N,
                                C, OC);
@@ -660,7 +824,7 @@ TEST_F(Matmul, UsesTheStagesMath) {
                                                       : "fp32 (operands kept whole)";
     std::ostringstream report;
     report << "the matmul computed with " << detected << " math: mean relative error " << mean_rel << ", largest "
-           << max_rel << " against the exact result; the stage declares " << precision_name(kPrecision)
+           << max_rel << " against the exact result; the stage declares " << gpt::precision_name(kPrecision)
            << " (test seed " << test_seed() << ")";
     switch (kPrecision) {
         case gpt::Precision::FP32:
@@ -725,11 +889,9 @@ TEST_F(Model, AllocatesOnlyOnce) {
     // again within a step shows up too.
     MemoryStats::peak() = held;
     const gpt::AdamWSettings adamw{};
-    for (int t = 1; t <= 2; ++t) {
-        model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
-        model.backward();
-        model.update(adamw, 1e-3f, t);
-        model.synchronize();
+    const std::vector<gpt::Batch> batch = {gpt::test::reference_batch(c)};
+    for (int t = 1; t <= 3; ++t) {  // the third step replays a captured one, where the stage captures
+        model.train_step(batch, c.B, c.T, 1.0f / float(c.B * c.T), adamw, 1e-3f, t);
         sync_and_check("training step " + std::to_string(t));
         EXPECT_EQ(MemoryStats::current().load(), held) << "device memory held after step " << t;
         EXPECT_EQ(MemoryStats::peak().load(), held) << "peak device memory during step " << t;
@@ -745,14 +907,16 @@ TEST_F(Model, MasterWeightsStayFp32) {
     const gpt::test::ReferenceCase c = gpt::test::overfit_case();
     gpt::GPT<TestStage> model(c.config, c.B, c.T);
     model.set_parameters(c.params);
+    model.zero_grad();
     model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
-    model.backward();
+    model.backward(1.0f / float(c.B * c.T));
     const Vec grads = model.gradients();
     gpt::AdamWSettings adamw;
     adamw.weight_decay = 0.0f;  // only Adam's step
     adamw.grad_clip = 0.0f;
     const float lr = 1e-5f;
     model.update(adamw, lr, 1);
+    model.sync();
     sync_and_check("update");
     const Vec after = model.parameters();
     // Adam's first step is lr · g / (|g| + eps): lr in size for every gradient well above eps.
@@ -768,4 +932,95 @@ TEST_F(Model, MasterWeightsStayFp32) {
     EXPECT_EQ(moved, checked) << "of " << checked << " weights with a gradient, only " << moved
                               << " moved by a step of " << lr << ": the update did not reach fp32 master weights";
     EXPECT_EQ(wrong_size, 0u) << wrong_size << " of " << checked << " weights moved by other than about lr = " << lr;
+}
+
+// Two micro-batches of 2 sequences, their gradients accumulated, against one batch of 4: the same
+// loss, gradients and update, up to the order of the additions (testing/reference_run.h).
+TEST_F(Model, GradientAccumulation) {
+    SCOPED_TRACE(model_trace());
+    const double tol = gpt::test::model_rel_l2(kPrecision);
+    const gpt::test::AccumulationRun r = gpt::test::whole_and_accumulated<TestStage>(2);
+    // Anchored on the CPU reference, so that two equally wrong runs cannot agree their way to a pass.
+    const float reference_loss = gpt::test::reference_step0<gpt::CpuReference>().loss;
+    EXPECT_TRUE(gpt::test::curves_close("loss vs the CPU reference", {r.whole.result.loss}, {reference_loss}, tol));
+    EXPECT_TRUE(gpt::test::curves_close("loss", {r.accumulated.result.loss}, {r.whole.result.loss}, tol));
+    EXPECT_TRUE(
+        gpt::test::curves_close("gradient norm", {r.accumulated.result.grad_norm}, {r.whole.result.grad_norm}, tol));
+    EXPECT_TRUE(gpt::test::rel_l2_close("accumulated gradients", r.accumulated.grads, r.whole.grads, tol));
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    Vec step_whole(c.params.size()), step_accumulated(c.params.size());
+    for (size_t i = 0; i < c.params.size(); ++i) {
+        step_whole[i] = r.whole.params[i] - c.params[i];
+        step_accumulated[i] = r.accumulated.params[i] - c.params[i];
+    }
+    EXPECT_TRUE(gpt::test::rel_l2_close("update from accumulated gradients", step_accumulated, step_whole, tol));
+}
+
+// The stage with the opposite kCaptureStep: a step recorded once as a CUDA Graph and replayed
+// must train exactly as the same step queued op by op. Recording fails if anything in the step
+// makes the host wait (a synchronisation, a copy from pageable memory, an allocation), so this
+// test also holds every stage to one synchronisation per step.
+struct OtherCapture : TestStage {
+    static constexpr bool kCaptureStep = !TestStage::kCaptureStep;
+};
+
+TEST_F(Model, CapturedStepMatchesUncaptured) {
+    SCOPED_TRACE(model_trace());
+    using Captured = std::conditional_t<TestStage::kCaptureStep, TestStage, OtherCapture>;
+    using Uncaptured = std::conditional_t<TestStage::kCaptureStep, OtherCapture, TestStage>;
+    const double tol = gpt::test::model_rel_l2(kPrecision);
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    Rng rng(test_seed());
+    // Two batches in turn, so that a replay which read stale inputs would show.
+    const std::vector<int> other = random_tokens(rng, c.tokens.size(), c.config.vocab_size);
+    const gpt::Batch first = gpt::test::reference_batch(c);
+    const gpt::Batch second{std::vector<int>(other.begin(), other.end() - 1),
+                            std::vector<int>(other.begin() + 1, other.end())};
+    gpt::GPT<Captured> captured(c.config, c.B, c.T);
+    gpt::GPT<Uncaptured> uncaptured(c.config, c.B, c.T);
+    captured.set_parameters(c.params);
+    uncaptured.set_parameters(c.params);
+    const gpt::AdamWSettings adamw;
+    const float loss_scale = 1.0f / float(c.B * c.T);
+    const float reference_loss = gpt::test::reference_step0<gpt::CpuReference>().loss;
+    for (int t = 1; t <= 5; ++t) {
+        SCOPED_TRACE(testing::Message() << "step " << t
+                                        << (t == 1 ? " (warm-up)" : t == 2 ? " (recorded)" : " (replayed)"));
+        const std::vector<gpt::Batch> batch = {t % 2 ? first : second};
+        const float lr = 1e-3f * t;  // new every step: it reaches the graph through device memory
+        const gpt::StepResult a = captured.train_step(batch, c.B, c.T, loss_scale, adamw, lr, t);
+        sync_and_check("captured step");
+        const gpt::StepResult b = uncaptured.train_step(batch, c.B, c.T, loss_scale, adamw, lr, t);
+        EXPECT_TRUE(gpt::test::curves_close("loss", {a.loss}, {b.loss}, tol));
+        EXPECT_TRUE(gpt::test::curves_close("gradient norm", {a.grad_norm}, {b.grad_norm}, tol));
+        if (t == 1)
+            EXPECT_TRUE(gpt::test::curves_close("first loss vs the CPU reference", {a.loss}, {reference_loss}, tol));
+        if (t >= 2) EXPECT_TRUE(Captured::step_captured(captured.context())) << "the step was not recorded";
+    }
+    EXPECT_TRUE(
+        gpt::test::rel_l2_close("parameters after 5 steps", captured.parameters(), uncaptured.parameters(), tol));
+}
+
+// ---- the policy ---------------------------------------------------------------------------------
+
+// The op table that the banner and --help print names, for every op, a file of the repository
+// (or says which ops a fusion slot composes). Needs no GPU.
+TEST(Policy, EveryOpNamesAFileThatExists) {
+    const char* root = std::getenv("GPT_SOURCE_DIR");
+    ASSERT_NE(root, nullptr) << "GPT_SOURCE_DIR is not set (CTest sets it)";
+    const std::vector<gpt::OpRow> table = gpt::op_table<TestStage>();
+    ASSERT_EQ(table.size(), 13u);
+    for (const gpt::OpRow& row : table) {
+        SCOPED_TRACE(row.name + ": " + row.where);
+        if (row.where.rfind("unfused: ", 0) == 0) {
+            EXPECT_NE(row.where.find("common/train/compose.h"), std::string::npos);
+            continue;
+        }
+        EXPECT_TRUE(row.where.rfind("stages/", 0) == 0 || row.where.rfind("common/", 0) == 0)
+            << "not a path from the repository's top";
+        EXPECT_EQ(row.where.find(".."), std::string::npos) << "not a plain path";
+        EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::path(root) / row.where));
+    }
+    const std::string banner = gpt::describe_policy<TestStage>();
+    EXPECT_NE(banner.find(gpt::precision_name(kPrecision)), std::string::npos) << banner;
 }

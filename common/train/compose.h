@@ -1,0 +1,82 @@
+// The fusion slots of the model graph, filled with the single ops run one after another.
+//
+// The graph (common/train/gpt.h) calls three groups of ops through one name each, so that a
+// stage can replace the group with one fused kernel (stage 04) by overriding that name alone:
+//
+//   MatmulBiasGelu      y = gelu(x · Wᵀ + b)                      the MLP's first layer
+//   ResidualLayerNorm   r = a + b;  y = layernorm(r)               every residual add, with the
+//                                                                 LayerNorm that follows it
+//   ClassifierWithGrad  loss = cross_entropy(softmax(logits)),     the loss and the gradient of
+//                       dlogits = d(scale · Σ loss) / d(logits)    the logits, in one call
+//
+// A stage that leaves a slot `Unfused` (train/policy.h) gets the composition below, built
+// from its own single ops. These work on any backend: the CPU reference uses them too.
+#pragma once
+#include <algorithm>
+#include <cstddef>
+
+namespace gpt::compose {
+
+// y = gelu(inp · weightᵀ + bias); `pre` keeps inp · weightᵀ + bias for the backward pass.
+template <class Matmul, class Gelu>
+struct MatmulThenGelu {
+    static constexpr const char* composed_of = "Matmul, then Gelu";
+
+    template <class Ctx, class Act>
+    static void forward(Ctx& ctx, Act* out, Act* pre, const Act* inp, const Act* weight, const Act* bias, int N,
+                        int C, int OC) {
+        Matmul::forward(ctx, pre, inp, weight, bias, N, C, OC);
+        Gelu::forward(ctx, out, pre, size_t(N) * OC);
+    }
+    // dout (the gradient of y) is overwritten: it becomes the gradient of `pre`, in place.
+    // dinp = d(pre) · weight; dweight and dbias are added to.
+    template <class Ctx, class Act>
+    static void backward(Ctx& ctx, Act* dinp, float* dweight, float* dbias, Act* dout, const Act* inp,
+                         const Act* pre, const Act* weight, int N, int C, int OC) {
+        Gelu::backward(ctx, dout, pre, dout, size_t(N) * OC);
+        Matmul::backward(ctx, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+    }
+};
+
+// residual = a + b, then out = layernorm(residual) with its mean and rstd saved.
+template <class Residual, class LayerNorm>
+struct ResidualThenLayerNorm {
+    static constexpr const char* composed_of = "Residual, then LayerNorm";
+
+    template <class Ctx, class Act>
+    static void forward(Ctx& ctx, Act* residual, Act* out, float* mean, float* rstd, const Act* a, const Act* b,
+                        const Act* weight, const Act* bias, int N, int C) {
+        Residual::forward(ctx, residual, a, b, size_t(N) * C);
+        LayerNorm::forward(ctx, out, mean, rstd, residual, weight, bias, N, C);
+    }
+    // The backward of the add is free: the gradient of `residual` is the gradient of a and of b.
+    // So this is LayerNorm's backward, which adds into dresidual (it already holds the gradient
+    // that arrived around the LayerNorm, from later in the residual stream).
+    template <class Ctx, class Act>
+    static void backward(Ctx& ctx, Act* dresidual, float* dweight, float* dbias, const Act* dout,
+                         const Act* residual, const Act* weight, const float* mean, const float* rstd, int N, int C) {
+        LayerNorm::backward(ctx, dresidual, dweight, dbias, dout, residual, weight, mean, rstd, N, C);
+    }
+};
+
+// The classifier's forward (softmax, cross-entropy) and its backward, one after the other;
+// dlogits may be the logits' own memory (the graph writes it there).
+template <class Classifier>
+struct ClassifierThenGrad {
+    static constexpr const char* composed_of = "Classifier forward, then backward";
+
+    static size_t saved_bytes(size_t N, size_t Vp, size_t act_bytes) {
+        return Classifier::saved_bytes(N, Vp, act_bytes);
+    }
+    static size_t scratch_bytes(size_t N, size_t Vp, size_t act_bytes) {
+        return Classifier::scratch_bytes(N, Vp, act_bytes);
+    }
+    template <class Ctx, class Act>
+    static void forward_backward(Ctx& ctx, float* losses, Act* dlogits, const Act* logits, const int* targets,
+                                 float dloss, int N, int V, int Vp, void* saved, void* scratch) {
+        Classifier::forward(ctx, losses, saved, logits, targets, N, V, Vp, scratch);
+        Classifier::backward(ctx, dlogits, saved, targets, dloss, N, V, Vp, scratch);
+    }
+};
+
+}  // namespace gpt::compose

@@ -1,0 +1,125 @@
+// A stage policy, resolved: which op the model graph runs for each name, and where it is
+// written. The graph reads its ops from `Ops<S>`, never from S directly, so that the rules
+// below hold for every stage:
+//
+//   - a fusion slot the stage leaves `Unfused` runs the stage's own single ops, one after the
+//     other (train/compose.h): override `Matmul` and the MLP's first layer follows;
+//   - every op names the file it comes from (`source`, or `composed_of` for a composition),
+//     and `op_table<S>()` lists them: the banner and --help of every trainer print it.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "train/compose.h"
+#include "train/precision.h"
+
+namespace gpt {
+
+// A stage policy as a value, for constructors that set themselves up from the policy: the
+// CUDA context takes the stage's matmul arithmetic from it (common/cuda/backend.cuh).
+template <class S>
+struct StageTag {};
+template <class S>
+inline constexpr StageTag<S> stage_tag{};
+
+// The value of a fusion slot that a stage does not fill with a fused kernel.
+struct Unfused {};
+
+template <class Slot, class Composition>
+using SlotOr = std::conditional_t<std::is_same_v<Slot, Unfused>, Composition, Slot>;
+
+template <class S>
+struct Ops {
+    using Embedding = typename S::Embedding;
+    using LayerNorm = typename S::LayerNorm;
+    using Matmul = typename S::Matmul;
+    using Attention = typename S::Attention;
+    using Gelu = typename S::Gelu;
+    using Residual = typename S::Residual;
+    using Classifier = typename S::Classifier;
+    using MatmulBiasGelu = SlotOr<typename S::MatmulBiasGelu, compose::MatmulThenGelu<Matmul, Gelu>>;
+    using ResidualLayerNorm =
+        SlotOr<typename S::ResidualLayerNorm, compose::ResidualThenLayerNorm<Residual, LayerNorm>>;
+    using ClassifierWithGrad = SlotOr<typename S::ClassifierWithGrad, compose::ClassifierThenGrad<Classifier>>;
+    using Optimizer = typename S::Optimizer;
+    using Parallel = typename S::Parallel;
+};
+
+// A source file's path from the repository's top (stages/..., common/...), whatever directory
+// it was compiled in (a workshop build compiles a copy of stages/) and however it was included
+// (`../00_fp32_baseline/` steps are resolved).
+inline std::string repo_path(const char* file) {
+    std::vector<std::string> parts;
+    std::string part;
+    for (const char* c = file;; ++c) {
+        if (*c == '/' || *c == '\0') {
+            if (part == "..") {
+                if (!parts.empty()) parts.pop_back();
+            } else if (!part.empty() && part != ".") {
+                parts.push_back(part);
+            }
+            part.clear();
+            if (*c == '\0') break;
+        } else {
+            part += *c;
+        }
+    }
+    // From the last "stages" or "common" directory on.
+    for (size_t i = parts.size(); i-- > 0;) {
+        if (parts[i] != "stages" && parts[i] != "common") continue;
+        std::string path = parts[i];
+        for (size_t j = i + 1; j < parts.size(); ++j) path += "/" + parts[j];
+        return path;
+    }
+    return file;
+}
+
+struct OpRow {
+    std::string name, where;
+};
+
+namespace detail {
+template <class Op, class = void>
+struct IsComposed : std::false_type {};
+template <class Op>
+struct IsComposed<Op, std::void_t<decltype(Op::composed_of)>> : std::true_type {};
+
+template <class Op>
+std::string where() {
+    if constexpr (IsComposed<Op>::value)
+        return std::string("unfused: ") + Op::composed_of + " (common/train/compose.h)";
+    else return repo_path(Op::source);
+}
+}  // namespace detail
+
+// Every op of the resolved policy with the file it comes from, in the order the graph uses them.
+template <class S>
+std::vector<OpRow> op_table() {
+    using O = Ops<S>;
+#define GPT_OP_ROW(op) OpRow{#op, detail::where<typename O::op>()}
+    return {
+        GPT_OP_ROW(Embedding), GPT_OP_ROW(LayerNorm), GPT_OP_ROW(Matmul), GPT_OP_ROW(Attention),
+        GPT_OP_ROW(Gelu), GPT_OP_ROW(Residual), GPT_OP_ROW(Classifier), GPT_OP_ROW(MatmulBiasGelu),
+        GPT_OP_ROW(ResidualLayerNorm), GPT_OP_ROW(ClassifierWithGrad), GPT_OP_ROW(Optimizer), GPT_OP_ROW(Parallel),
+        OpRow{"matmul math", S::template matmul_math<S>()},
+    };
+#undef GPT_OP_ROW
+}
+
+// The policy as the banner and --help print it: its settings, then one line per op.
+template <class S>
+std::string describe_policy() {
+    std::string s = std::string("policy     act_t ") + act_type_name<typename S::act_t>() + ", precision " +
+                    precision_name(S::kPrecision) + ", vocabulary multiple " + std::to_string(S::kVocabMultiple) +
+                    ", step capture " + (S::kCaptureStep ? "on (CUDA Graph)" : "off") + "\n";
+    for (const OpRow& row : op_table<S>()) {
+        char line[512];
+        std::snprintf(line, sizeof(line), "  %-19s %s\n", row.name.c_str(), row.where.c_str());
+        s += line;
+    }
+    return s;
+}
+
+}  // namespace gpt
