@@ -29,8 +29,8 @@ __device__ inline float device_clip_factor(const double* grad_sum_squares, const
 
 // One tensor's update; the gradients stay as backward() left them (clipping scales each one as
 // it is read). `static`, as every non-template kernel in a header: two files may include it.
-static __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n, AdamWSettings s,
-                             const StepScalars* step, const double* grad_sum_squares) {
+static __global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n,
+                                    AdamWSettings s, const StepScalars* step, const double* grad_sum_squares) {
     const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (i >= n) return;
     const float scale = device_clip_factor(grad_sum_squares, s);

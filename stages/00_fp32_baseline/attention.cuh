@@ -72,6 +72,7 @@ __global__ void causal_softmax_backward_kernel(Act* datt, const Act* att, int ro
 // The two products run with the stage's matmul arithmetic (ctx.matmul_compute), like Matmul.
 struct MaterializedAttention {
     static constexpr const char* source = __FILE__;
+
     // Saved for backward: att, B x NH x T x T.
     static size_t saved_bytes(size_t B, size_t T, size_t, size_t NH, size_t act_bytes) {
         return B * NH * T * T * act_bytes;

@@ -42,6 +42,7 @@ __global__ void softmax_crossentropy_backward_kernel(Act* dlogits, const float* 
 
 struct SoftmaxCrossEntropy {
     static constexpr const char* source = __FILE__;
+
     static size_t saved_bytes(size_t N, size_t Vp, size_t) { return N * Vp * sizeof(float); }
     static size_t scratch_bytes(size_t, size_t, size_t) { return 0; }
 

@@ -41,6 +41,7 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const Act* dout, int 
 
 struct Embedding {
     static constexpr const char* source = __FILE__;
+
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const int* tokens, const Act* wte, const Act* wpe, int B,
                         int T, int C) {
@@ -71,6 +72,7 @@ __global__ void residual_forward_kernel(Act* out, const Act* a, const Act* b, si
 // free (see common/cpu/ops.h), so there is no residual backward kernel.
 struct Residual {
     static constexpr const char* source = __FILE__;
+
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* a, const Act* b, size_t n) {
         residual_forward_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, a, b, n);
@@ -102,6 +104,7 @@ __global__ void gelu_backward_kernel(Act* dinp, const Act* inp, const Act* dout,
 
 struct Gelu {
     static constexpr const char* source = __FILE__;
+
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, size_t n) {
         gelu_forward_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, inp, n);

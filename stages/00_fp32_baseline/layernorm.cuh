@@ -81,6 +81,7 @@ __global__ void layernorm_backward_params_kernel(float* dweight, float* dbias, c
 
 struct LayerNorm {
     static constexpr const char* source = __FILE__;
+
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, float* mean, float* rstd, const Act* inp,
                         const Act* weight, const Act* bias, int N, int C) {
