@@ -292,6 +292,34 @@ const MatmulCase kMatmulCases[] = {
     {1, 36, 108}, {63, 96, 288}, {65, 100, 400}, {1000, 96, 384}, {7, 64, 50257},
 };
 
+// A linear layer's inputs: rows whose mean is not zero, weights and biases of other sizes.
+struct MatmulInputs {
+    Vec inp, weight, bias;
+    MatmulInputs(Rng& rng, const MatmulCase& s)
+        : inp(rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f))),
+          weight(rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f))),
+          bias(rounded<Act>(random_normal(rng, s.OC, 0.5f, 0.2f))) {}
+};
+
+// What a linear layer's backward must give for the gradient dout of its output: dinp is
+// overwritten; dweight and dbias (unless without_bias) are added to random starting values.
+struct MatmulBackwardExpected {
+    Vec dinp, dweight_start, dweight, dbias_start, dbias;
+    MatmulBackwardExpected(Rng& rng, const MatmulCase& s, const MatmulInputs& in, const Vec& dout, bool with_bias)
+        : dinp(size_t(s.N) * s.C) {
+        Vec dweight_inc = zeros(size_t(s.OC) * s.C), dbias_inc = zeros(s.OC);
+        gpt::cpu::matmul_backward(dinp.data(), dweight_inc.data(), with_bias ? dbias_inc.data() : nullptr,
+                                  dout.data(), in.inp.data(), in.weight.data(), s.N, s.C, s.OC);
+        dweight_start = accumulator_start(rng, dweight_inc);
+        dbias_start = accumulator_start(rng, dbias_inc);
+        dweight = dweight_start;
+        dbias = dbias_start;
+        Vec dinp_again(dinp.size());
+        gpt::cpu::matmul_backward(dinp_again.data(), dweight.data(), with_bias ? dbias.data() : nullptr, dout.data(),
+                                  in.inp.data(), in.weight.data(), s.N, s.C, s.OC);
+    }
+};
+
 TEST_F(Kernels, MatmulForward) {
     Rng rng(test_seed());
     StageContext ctx;
@@ -299,14 +327,12 @@ TEST_F(Kernels, MatmulForward) {
         for (const bool with_bias : {true, false}) {
             SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
                                             << (with_bias ? " with bias" : " without bias"));
-            const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
-            const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
-            const Vec bias = rounded<Act>(random_normal(rng, s.OC, 0.5f, 0.2f));
+            const MatmulInputs in(rng, s);
             Vec expected(size_t(s.N) * s.OC);
-            gpt::cpu::matmul_forward(expected.data(), inp.data(), weight.data(), with_bias ? bias.data() : nullptr,
-                                     s.N, s.C, s.OC);
+            gpt::cpu::matmul_forward(expected.data(), in.inp.data(), in.weight.data(),
+                                     with_bias ? in.bias.data() : nullptr, s.N, s.C, s.OC);
 
-            DeviceArray<Act> d_inp(inp), d_weight(weight), d_bias(bias);
+            DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias);
             DeviceArray<Act> d_out(expected.size());
             TestStage::Matmul::forward(ctx, d_out.data(), d_inp.data(), d_weight.data(),
                                        with_bias ? d_bias.data() : static_cast<const Act*>(nullptr), s.N, s.C, s.OC);
@@ -324,30 +350,22 @@ TEST_F(Kernels, MatmulBackward) {
         for (const bool with_bias : {true, false}) {
             SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
                                             << (with_bias ? " with dbias" : " without dbias"));
-            const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
-            const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
+            const MatmulInputs in(rng, s);
             const Vec dout = rounded<Act>(random_normal(rng, size_t(s.N) * s.OC));
-            // dinp is overwritten; dweight and dbias accumulate.
-            Vec dinp_expected(size_t(s.N) * s.C), dweight_inc = zeros(size_t(s.OC) * s.C), dbias_inc = zeros(s.OC);
-            gpt::cpu::matmul_backward(dinp_expected.data(), dweight_inc.data(), with_bias ? dbias_inc.data() : nullptr,
-                                      dout.data(), inp.data(), weight.data(), s.N, s.C, s.OC);
-            const Vec dweight_start = accumulator_start(rng, dweight_inc);
-            const Vec dbias_start = accumulator_start(rng, dbias_inc);
-            Vec dweight_expected = dweight_start, dbias_expected = dbias_start, dinp_again(dinp_expected.size());
-            gpt::cpu::matmul_backward(dinp_again.data(), dweight_expected.data(),
-                                      with_bias ? dbias_expected.data() : nullptr, dout.data(), inp.data(),
-                                      weight.data(), s.N, s.C, s.OC);
+            const MatmulBackwardExpected expected(rng, s, in, dout, with_bias);
 
-            DeviceArray<Act> d_inp(inp), d_weight(weight), d_dout(dout);
-            DeviceArray<Act> d_dinp(dinp_expected.size());  // poisoned
-            DeviceArray<float> d_dweight(dweight_start), d_dbias(dbias_start);
+            DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_dout(dout);
+            DeviceArray<Act> d_dinp(expected.dinp.size());  // poisoned
+            DeviceArray<float> d_dweight(expected.dweight_start), d_dbias(expected.dbias_start);
             TestStage::Matmul::backward(ctx, d_dinp.data(), d_dweight.data(), with_bias ? d_dbias.data() : nullptr,
                                         d_dout.data(), d_inp.data(), d_weight.data(), s.N, s.C, s.OC);
             sync_and_check("Matmul::backward");
-            EXPECT_TRUE(all_close("Matmul::backward dinp", d_dinp.download(), dinp_expected, kMatmulTol));
-            EXPECT_TRUE(all_close("Matmul::backward dweight (added to)", d_dweight.download(), dweight_expected, kMatmulTol));
+            EXPECT_TRUE(all_close("Matmul::backward dinp", d_dinp.download(), expected.dinp, kMatmulTol));
+            EXPECT_TRUE(
+                all_close("Matmul::backward dweight (added to)", d_dweight.download(), expected.dweight, kMatmulTol));
             if (with_bias)
-                EXPECT_TRUE(all_close("Matmul::backward dbias (added to)", d_dbias.download(), dbias_expected, kFp32Tol));
+                EXPECT_TRUE(
+                    all_close("Matmul::backward dbias (added to)", d_dbias.download(), expected.dbias, kFp32Tol));
         }
     }
 }
@@ -558,14 +576,12 @@ TEST_F(Slots, MatmulBiasGeluForward) {
     StageContext ctx;
     for (const MatmulCase& s : kMlpCases) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC);
-        const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
-        const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
-        const Vec bias = rounded<Act>(random_normal(rng, s.OC, 0.5f, 0.2f));
+        const MatmulInputs in(rng, s);
         Vec pre(size_t(s.N) * s.OC), out(pre.size());
-        gpt::cpu::matmul_forward(pre.data(), inp.data(), weight.data(), bias.data(), s.N, s.C, s.OC);
+        gpt::cpu::matmul_forward(pre.data(), in.inp.data(), in.weight.data(), in.bias.data(), s.N, s.C, s.OC);
         gpt::cpu::gelu_forward(out.data(), pre.data(), pre.size());
 
-        DeviceArray<Act> d_inp(inp), d_weight(weight), d_bias(bias), d_out(out.size()), d_pre(pre.size());
+        DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias), d_out(out.size()), d_pre(pre.size());
         Ops::MatmulBiasGelu::forward(ctx, d_out.data(), d_pre.data(), d_inp.data(), d_weight.data(), d_bias.data(),
                                      s.N, s.C, s.OC);
         sync_and_check("MatmulBiasGelu::forward");
@@ -580,32 +596,25 @@ TEST_F(Slots, MatmulBiasGeluBackward) {
     for (const MatmulCase& s : kMlpCases) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC);
         const size_t NOC = size_t(s.N) * s.OC;
-        const Vec inp = rounded<Act>(random_normal(rng, size_t(s.N) * s.C, 1.0f, 0.1f));
-        const Vec weight = rounded<Act>(random_normal(rng, size_t(s.OC) * s.C, 0.5f));
+        const MatmulInputs in(rng, s);
         const Vec pre = rounded<Act>(random_normal(rng, NOC, 2.0f, -0.3f));  // both tails of the GELU
         const Vec dout = rounded<Act>(random_normal(rng, NOC));
         Vec dpre(NOC);
         gpt::cpu::gelu_backward(dpre.data(), pre.data(), dout.data(), NOC);
-        Vec dinp_expected(size_t(s.N) * s.C), dweight_inc = zeros(size_t(s.OC) * s.C), dbias_inc = zeros(s.OC);
-        gpt::cpu::matmul_backward(dinp_expected.data(), dweight_inc.data(), dbias_inc.data(), dpre.data(),
-                                  inp.data(), weight.data(), s.N, s.C, s.OC);
-        const Vec dweight_start = accumulator_start(rng, dweight_inc), dbias_start = accumulator_start(rng, dbias_inc);
-        Vec dweight_expected = dweight_start, dbias_expected = dbias_start, dinp_again(dinp_expected.size());
-        gpt::cpu::matmul_backward(dinp_again.data(), dweight_expected.data(), dbias_expected.data(), dpre.data(),
-                                  inp.data(), weight.data(), s.N, s.C, s.OC);
+        const MatmulBackwardExpected expected(rng, s, in, dpre, true);
 
-        DeviceArray<Act> d_inp(inp), d_weight(weight), d_pre(pre), d_dout(dout);  // d_dout is overwritten
-        DeviceArray<Act> d_dinp(dinp_expected.size());                              // poisoned
-        DeviceArray<float> d_dweight(dweight_start), d_dbias(dbias_start);
+        DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_pre(pre), d_dout(dout);  // d_dout is overwritten
+        DeviceArray<Act> d_dinp(expected.dinp.size());                                  // poisoned
+        DeviceArray<float> d_dweight(expected.dweight_start), d_dbias(expected.dbias_start);
         Ops::MatmulBiasGelu::backward(ctx, d_dinp.data(), d_dweight.data(), d_dbias.data(), d_dout.data(),
                                       d_inp.data(), d_pre.data(), d_weight.data(), s.N, s.C, s.OC);
         sync_and_check("MatmulBiasGelu::backward");
-        EXPECT_TRUE(all_close("MatmulBiasGelu::backward dinp", d_dinp.download(), dinp_expected, kMatmulTol));
-        EXPECT_TRUE(all_close("MatmulBiasGelu::backward dweight (added to)", d_dweight.download(), dweight_expected,
+        EXPECT_TRUE(all_close("MatmulBiasGelu::backward dinp", d_dinp.download(), expected.dinp, kMatmulTol));
+        EXPECT_TRUE(all_close("MatmulBiasGelu::backward dweight (added to)", d_dweight.download(), expected.dweight,
                               kMatmulTol));
         // The gradient of the pre-activation is stored as Act before its columns are summed.
         EXPECT_TRUE(
-            all_close("MatmulBiasGelu::backward dbias (added to)", d_dbias.download(), dbias_expected, kActTol));
+            all_close("MatmulBiasGelu::backward dbias (added to)", d_dbias.download(), expected.dbias, kActTol));
     }
 }
 
