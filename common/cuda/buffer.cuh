@@ -12,6 +12,9 @@
 
 namespace gpt::cuda {
 
+// Bytes of device memory held through DeviceBuffer (the model, the cuBLASLt workspace and padded-copy
+// scratch of cuda/gemm.cuh), now and at the peak. Not counted: the CUDA context, kernel code and
+// what libraries allocate inside (an instantiated CUDA Graph, say).
 struct MemoryStats {
     static std::atomic<size_t>& current() {
         static std::atomic<size_t> bytes{0};

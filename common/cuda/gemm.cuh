@@ -5,17 +5,31 @@
 // optionally batched (strided). The stages differ only in the arguments: the element types
 // (fp32, then bf16) and the compute type, which each stage's precision names through
 // MatmulMath below.
+//
+// Alignment: cuBLASLt's fast kernels load 16 bytes at a time. A bf16 matrix whose rows are an odd
+// number of elements apart (the LM head's 50257 logits, attention scores at an odd T) is only
+// 2-byte aligned, and for some such shapes cuBLASLt has no algorithm at all. Such a shape says so
+// once on stderr and runs on padded copies: the operands are copied into scratch memory with rows
+// 16 bytes and matrices 256 bytes apart, multiplied there, and the result is copied back.
+// Slower, but every shape works.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
+#include <set>
+#include <string>
 #include <tuple>
+#include <vector>
 
+#include "cuda/buffer.cuh"
 #include "cuda/check.cuh"
 #include "cuda/types.cuh"
 #include "train/precision.h"
+#include "util/error.h"
 
 namespace gpt::cuda {
 
@@ -29,49 +43,8 @@ namespace gpt::cuda {
 template <Precision P>
 struct MatmulMath;
 
-// cuBLASLt handle, workspace and the algorithm chosen for each problem shape.
-class GemmContext {
-  public:
-    static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-    GemmContext() {
-        CUBLAS_CHECK(cublasLtCreate(&handle_));
-        CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
-    }
-    ~GemmContext() {
-        for (auto& [key, p] : plans_) {
-            cublasLtMatrixLayoutDestroy(p.a);
-            cublasLtMatrixLayoutDestroy(p.b);
-            cublasLtMatrixLayoutDestroy(p.c);
-            cublasLtMatmulDescDestroy(p.op);
-        }
-        cudaFree(workspace_);
-        cublasLtDestroy(handle_);
-    }
-    GemmContext(const GemmContext&) = delete;
-    GemmContext& operator=(const GemmContext&) = delete;
-
-    template <class T, class TC>
-    void gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N, int K,
-              float alpha, const T* A, int lda, const T* B, int ldb, float beta, TC* C, int ldc, int batch = 1,
-              long long stride_a = 0, long long stride_b = 0, long long stride_c = 0);
-
-  private:
-    // Everything the algorithm choice depends on.
-    using Key = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int, int, long long, long long,
-                           long long, int, int, int>;
-    struct Plan {
-        cublasLtMatmulDesc_t op = nullptr;
-        cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-        cublasLtMatmulAlgo_t algo{};
-    };
-
-    cublasLtHandle_t handle_ = nullptr;
-    void* workspace_ = nullptr;
-    std::map<Key, Plan> plans_;
-};
-
 namespace detail {
+
 // The largest power of two (up to 16 bytes) that divides the address and the element steps:
 // cuBLASLt must not pick a kernel that needs more alignment than the data has.
 inline int alignment(const void* p, long long ld_elems, long long stride_elems, size_t elem) {
@@ -84,37 +57,134 @@ inline int alignment(const void* p, long long ld_elems, long long stride_elems, 
     if (stride_elems) fits(static_cast<unsigned long long>(stride_elems * elem));
     return a;
 }
+
+inline long long round_up(long long n, long long multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// `count` row-major matrices of rows x cols, from one strided layout to another (rows `ld`
+// elements apart, matrices `stride` apart): one thread per element, grid-stride.
+template <class T>
+__global__ void copy_matrices_kernel(T* dst, long long dst_ld, long long dst_stride, const T* src, long long src_ld,
+                                     long long src_stride, int rows, int cols, int count) {
+    const long long per_matrix = (long long)rows * cols, n = per_matrix * count;
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += step) {
+        const long long b = i / per_matrix, r = (i % per_matrix) / cols, c = i % cols;
+        dst[b * dst_stride + r * dst_ld + c] = src[b * src_stride + r * src_ld + c];
+    }
+}
+
+template <class T>
+void copy_matrices(cudaStream_t stream, T* dst, long long dst_ld, long long dst_stride, const T* src,
+                   long long src_ld, long long src_stride, int rows, int cols, int count) {
+    const long long n = (long long)rows * cols * count;
+    if (n == 0) return;
+    const unsigned blocks = static_cast<unsigned>(std::min<long long>((n + 255) / 256, 65535));
+    copy_matrices_kernel<<<blocks, 256, 0, stream>>>(dst, dst_ld, dst_stride, src, src_ld, src_stride, rows, cols,
+                                                     count);
+    LAUNCH_CHECK();
+}
+
 }  // namespace detail
 
-template <class T, class TC>
-void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N,
-                       int K, float alpha, const T* A, int lda, const T* B, int ldb, float beta, TC* C, int ldc,
-                       int batch, long long stride_a, long long stride_b, long long stride_c) {
-    // cuBLAS is column-major. A row-major matrix is its transpose in column-major, so we ask
-    // for Cᵀ = op(B)ᵀ · op(A)ᵀ: the operands swap places and keep their op flags.
-    const int align_a = detail::alignment(A, lda, stride_a, sizeof(T));
-    const int align_b = detail::alignment(B, ldb, stride_b, sizeof(T));
-    const int align_c = detail::alignment(C, ldc, stride_c, sizeof(TC));
-    const Key key{int(compute), int(cuda_type<T>()), int(cuda_type<TC>()), trans_a, trans_b, M, N, K, lda, ldb, ldc,
-                  batch, stride_a, stride_b, stride_c, align_a, align_b, align_c};
-    auto it = plans_.find(key);
-    if (it == plans_.end()) {
-        Plan p;
-        const cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // applied to B
-        const cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // applied to A
-        CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, compute, CUDA_R_32F));
+// cuBLASLt handle, workspace and the algorithm chosen for each problem shape. One stream at a
+// time: the padded copies of all shapes share one scratch area.
+class GemmContext {
+  public:
+    static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+    // The workspace is a DeviceBuffer, so the reported peak device memory includes it.
+    GemmContext() : workspace_(kWorkspaceBytes) { CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+    ~GemmContext() {
+        for (auto& [key, p] : plans_) p.release();
+        cublasLtDestroy(handle_);
+    }
+    GemmContext(const GemmContext&) = delete;
+    GemmContext& operator=(const GemmContext&) = delete;
+
+    // The first call of a shape chooses its algorithm (and allocates its padded copies' scratch
+    // if it needs them), so it must not be the first call inside a recorded CUDA Graph: the
+    // trainer's warm-up step makes every call once before the step is recorded.
+    template <class T, class TC>
+    void gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N, int K,
+              float alpha, const T* A, int lda, const T* B, int ldb, float beta, TC* C, int ldc, int batch = 1,
+              long long stride_a = 0, long long stride_b = 0, long long stride_c = 0);
+
+    // For tests: shapes first seen from now on run on padded copies, as if cuBLASLt had no
+    // algorithm for them.
+    void force_padded_copies(bool on) { force_padded_ = on; }
+    // Device memory held for padded copies (counted in MemoryStats, like every DeviceBuffer).
+    size_t scratch_bytes() const {
+        size_t total = 0;
+        for (const auto& area : scratch_) total += area.size();
+        return total;
+    }
+    // What the last gemm() ran, for tests of the arithmetic the library chose.
+    struct Algorithm {
+        uint64_t numerical_impl = 0;  // cublasLtNumericalImplFlags_t (tensor cores? TF32 inputs?), 0: unknown
+        bool padded = false;          // on padded copies
+    };
+    const Algorithm& last_algorithm() const { return last_; }
+
+  private:
+    // Everything the algorithm choice depends on.
+    using Key = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int, int, long long, long long,
+                           long long, int, int, int, bool>;
+    // Where a padded copy lives in the scratch, and its layout there.
+    struct Copy {
+        size_t offset = 0;
+        long long ld = 0, stride = 0;
+        int count = 1;  // matrices stored: 1 for an operand every batch shares (stride 0)
+    };
+    struct Plan {
+        cublasLtMatmulDesc_t op = nullptr;
+        cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+        cublasLtMatmulAlgo_t algo{};
+        Algorithm info;
+        unsigned char* scratch = nullptr;  // padded plans only
+        Copy copy_a, copy_b, copy_c;
+
+        void release() {
+            if (a) cublasLtMatrixLayoutDestroy(a);
+            if (b) cublasLtMatrixLayoutDestroy(b);
+            if (c) cublasLtMatrixLayoutDestroy(c);
+            if (op) cublasLtMatmulDescDestroy(op);
+            a = b = c = nullptr;
+            op = nullptr;
+        }
+    };
+    // The row-major matrices of one call, as cuBLASLt's heuristic sees them.
+    struct Problem {
+        cublasComputeType_t compute;
+        cudaDataType_t type, type_c;
+        bool trans_a, trans_b;
+        int M, N, K, batch;
+    };
+    struct Operand {
+        long long ld, stride;
+        int align;  // bytes
+    };
+
+    // Describes the problem to cuBLASLt in p and asks for an algorithm: CUBLAS_STATUS_SUCCESS
+    // when there is one (the heuristic's own status otherwise, NOT_SUPPORTED if it found none).
+    cublasStatus_t choose(Plan& p, const Problem& pr, Operand a, Operand b, Operand c) {
+        // cuBLAS is column-major. A row-major matrix is its transpose in column-major, so we ask
+        // for Cᵀ = op(B)ᵀ · op(A)ᵀ: the operands swap places and keep their op flags.
+        const cublasOperation_t op_first = pr.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // applied to B
+        const cublasOperation_t op_second = pr.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // applied to A
+        CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, pr.compute, CUDA_R_32F));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
         // Stored shapes (column-major rows x cols) of the two operands and of the result.
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, cuda_type<T>(), trans_b ? K : N, trans_b ? N : K, ldb));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, cuda_type<T>(), trans_a ? M : K, trans_a ? K : M, lda));
-        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, cuda_type<TC>(), N, M, ldc));
-        if (batch > 1) {
+        const int M = pr.M, N = pr.N, K = pr.K;
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, pr.type, pr.trans_b ? K : N, pr.trans_b ? N : K, b.ld));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, pr.type, pr.trans_a ? M : K, pr.trans_a ? K : M, a.ld));
+        CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.c, pr.type_c, N, M, c.ld));
+        if (pr.batch > 1) {
             const std::tuple<cublasLtMatrixLayout_t, long long> layouts[] = {
-                {p.a, stride_b}, {p.b, stride_a}, {p.c, stride_c}};
+                {p.a, b.stride}, {p.b, a.stride}, {p.c, c.stride}};
             for (const auto& [layout, stride] : layouts) {
-                CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
-                                                              sizeof(batch)));
+                CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &pr.batch,
+                                                              sizeof(pr.batch)));
                 CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                               &stride, sizeof(stride)));
             }
@@ -122,29 +192,151 @@ void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
         cublasLtMatmulPreference_t pref;
         CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         const size_t ws = kWorkspaceBytes;
-        const uint32_t a_bytes = align_b, b_bytes = align_a, c_bytes = align_c;
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_bytes,
-                                                          sizeof(a_bytes)));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_bytes,
-                                                          sizeof(b_bytes)));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_bytes,
-                                                          sizeof(c_bytes)));
-        CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c_bytes,
-                                                          sizeof(c_bytes)));
+        const uint32_t a_bytes = b.align, b_bytes = a.align, c_bytes = c.align;  // swapped, as above
+        const std::tuple<cublasLtMatmulPreferenceAttributes_t, const void*, size_t> prefs[] = {
+            {CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)},
+            {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &a_bytes, sizeof(a_bytes)},
+            {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &b_bytes, sizeof(b_bytes)},
+            {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &c_bytes, sizeof(c_bytes)},
+            {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &c_bytes, sizeof(c_bytes)}};
+        for (const auto& [attribute, value, size] : prefs) {
+            const cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, attribute, value, size);
+            if (s != CUBLAS_STATUS_SUCCESS) {
+                cublasLtMatmulPreferenceDestroy(pref);
+                CUBLAS_CHECK(s);
+            }
+        }
         cublasLtMatmulHeuristicResult_t result{};
         int found = 0;
-        CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found));
+        // Not CUBLAS_CHECK: "no algorithm" may come back as an error status (NOT_SUPPORTED).
+        const cublasStatus_t status =
+            cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
         cublasLtMatmulPreferenceDestroy(pref);
-        if (found == 0)
-            throw Error("cuBLASLt has no algorithm for a " + std::to_string(M) + "x" + std::to_string(N) + "x" +
-                        std::to_string(K) + " matmul with these types");
+        if (status != CUBLAS_STATUS_SUCCESS) return status;
+        if (found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
         p.algo = result.algo;
+        uint64_t impl = 0;
+        size_t written = 0;
+        if (cublasLtMatmulAlgoCapGetAttribute(&p.algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &impl, sizeof(impl),
+                                              &written) != CUBLAS_STATUS_SUCCESS)
+            impl = 0;
+        p.info.numerical_impl = impl;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+
+    // At least `bytes` of scratch. A larger area is added, never swapped in: a CUDA Graph
+    // recorded earlier may still read and write the older one. Each new area is at least twice the
+    // last, so that shapes growing one by one (sampling's T) keep few of them.
+    unsigned char* scratch(size_t bytes, cudaStream_t stream, const std::string& shape) {
+        if (scratch_.empty() || scratch_.back().size() < bytes) {
+            cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+            CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+            if (capturing != cudaStreamCaptureStatusNone)
+                throw Error("the " + shape + " matmul needs padded copies, but its first call is being recorded " +
+                            "as a CUDA Graph, where memory cannot be allocated: run it once before recording");
+            scratch_.emplace_back(std::max(bytes, scratch_.empty() ? size_t(0) : 2 * scratch_.back().size()));
+        }
+        return scratch_.back().data();
+    }
+
+    static std::string type_name(cudaDataType_t type, cublasComputeType_t compute) {
+        if (type == CUDA_R_16BF) return "bf16";
+        return compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "tf32" : "fp32";
+    }
+
+    cublasLtHandle_t handle_ = nullptr;
+    DeviceBuffer<unsigned char> workspace_;
+    std::vector<DeviceBuffer<unsigned char>> scratch_;  // for padded copies; the newest is the largest
+    std::map<Key, Plan> plans_;
+    std::set<std::string> reported_;  // notes already printed on stderr
+    bool force_padded_ = false;
+    Algorithm last_;
+};
+
+template <class T, class TC>
+void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N,
+                       int K, float alpha, const T* A, int lda, const T* B, int ldb, float beta, TC* C, int ldc,
+                       int batch, long long stride_a, long long stride_b, long long stride_c) {
+    // Row-major stored shapes (rows x cols, rows ld elements apart) of A, B and C.
+    const int rows_a = trans_a ? K : M, cols_a = trans_a ? M : K;
+    const int rows_b = trans_b ? N : K, cols_b = trans_b ? K : N;
+    const Problem pr{compute, cuda_type<T>(), cuda_type<TC>(), trans_a, trans_b, M, N, K, batch};
+    const std::string type = type_name(pr.type, compute);
+    auto shape = [&] {
+        return std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
+               (batch > 1 ? " (batch of " + std::to_string(batch) + ")" : std::string());
+    };
+    if (lda < cols_a || ldb < cols_b || ldc < N)
+        throw Error("gemm: a leading dimension is shorter than its matrix's rows in a " + type + " " + shape() +
+                    " matmul (" + std::to_string(lda) + ", " + std::to_string(ldb) + ", " + std::to_string(ldc) +
+                    ")");
+
+    const int align_a = detail::alignment(A, lda, stride_a, sizeof(T));
+    const int align_b = detail::alignment(B, ldb, stride_b, sizeof(T));
+    const int align_c = detail::alignment(C, ldc, stride_c, sizeof(TC));
+    const Key key{int(compute), int(pr.type), int(pr.type_c), trans_a, trans_b, M, N, K, lda, ldb, ldc, batch,
+                  stride_a, stride_b, stride_c, align_a, align_b, align_c, force_padded_};
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+        Plan p;
+        cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
+        if (!force_padded_)
+            status = choose(p, pr, {lda, stride_a, align_a}, {ldb, stride_b, align_b}, {ldc, stride_c, align_c});
+        if (status != CUBLAS_STATUS_SUCCESS) {
+            p.release();
+            const std::string note = "cuBLASLt has no " + type + " algorithm for a " + shape() +
+                                     " matmul with leading dimensions " + std::to_string(lda) + ", " +
+                                     std::to_string(ldb) + ", " + std::to_string(ldc) + " (" +
+                                     cublasGetStatusName(status) + "); using 16-byte-aligned padded copies (slower)";
+            if (!force_padded_ && reported_.insert(note).second) std::fprintf(stderr, "%s\n", note.c_str());
+            // Rows 16 bytes apart, each matrix and each operand on a 256-byte boundary.
+            size_t bytes = 0;
+            auto place = [&](Copy& copy, int rows, int cols, long long stride, size_t elem) {
+                copy.ld = detail::round_up(cols, static_cast<long long>(16 / elem));
+                const long long matrix = detail::round_up(rows * copy.ld, static_cast<long long>(256 / elem));
+                const bool shared = batch > 1 && stride == 0;  // every batch reads the same matrix
+                copy.count = shared ? 1 : batch;
+                copy.stride = shared ? 0 : matrix;
+                copy.offset = bytes;
+                bytes += size_t(copy.count) * matrix * elem;
+            };
+            place(p.copy_a, rows_a, cols_a, stride_a, sizeof(T));
+            place(p.copy_b, rows_b, cols_b, stride_b, sizeof(T));
+            place(p.copy_c, M, N, stride_c, sizeof(TC));
+            p.scratch = scratch(bytes, stream, type + " " + shape());
+            auto padded = [&](const Copy& copy, size_t elem) {
+                const int align = detail::alignment(p.scratch + copy.offset, copy.ld, copy.stride, elem);
+                return Operand{copy.ld, copy.stride, align};
+            };
+            const cublasStatus_t again =
+                choose(p, pr, padded(p.copy_a, sizeof(T)), padded(p.copy_b, sizeof(T)), padded(p.copy_c, sizeof(TC)));
+            if (again != CUBLAS_STATUS_SUCCESS) {
+                p.release();
+                throw Error("cuBLASLt has no " + type + " algorithm for a " + shape() +
+                            " matmul, not even on 16-byte-aligned padded copies (" + cublasGetStatusName(again) + ")");
+            }
+            p.info.padded = true;
+        }
         it = plans_.emplace(key, p).first;
     }
     const Plan& p = it->second;
-    CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo, workspace_,
-                                kWorkspaceBytes, stream));
+    last_ = p.info;
+    if (!p.info.padded) {
+        CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo,
+                                    workspace_.data(), kWorkspaceBytes, stream));
+        return;
+    }
+    // Padded copies: in, multiply, out. C is read only when beta is not 0.
+    T* a = reinterpret_cast<T*>(p.scratch + p.copy_a.offset);
+    T* b = reinterpret_cast<T*>(p.scratch + p.copy_b.offset);
+    TC* c = reinterpret_cast<TC*>(p.scratch + p.copy_c.offset);
+    detail::copy_matrices(stream, a, p.copy_a.ld, p.copy_a.stride, A, lda, stride_a, rows_a, cols_a, p.copy_a.count);
+    detail::copy_matrices(stream, b, p.copy_b.ld, p.copy_b.stride, B, ldb, stride_b, rows_b, cols_b, p.copy_b.count);
+    if (beta != 0.0f)
+        detail::copy_matrices(stream, c, p.copy_c.ld, p.copy_c.stride, C, ldc, stride_c, M, N, p.copy_c.count);
+    CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                                workspace_.data(), kWorkspaceBytes, stream));
+    detail::copy_matrices(stream, C, ldc, stride_c, c, p.copy_c.ld, p.copy_c.stride, M, N, p.copy_c.count);
 }
 
 }  // namespace gpt::cuda

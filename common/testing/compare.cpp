@@ -54,7 +54,7 @@ Comparison compare(const float* a, const float* e, size_t n, Tolerance tol) {
         sum_d2 += err * err;
         // written so that a NaN error counts as bad
         if (!(err <= tol.rtol * std::fabs(double(e[i])) + tol.atol * c.rms)) ++c.bad;
-        if (!(err <= c.worst_err)) {
+        if (!std::isnan(c.worst_err) && !(err <= c.worst_err)) {  // the first NaN stays the worst
             c.worst_err = err;
             c.worst = i;
         }
@@ -76,14 +76,15 @@ std::string header(const std::string& what) {
         return ::testing::AssertionFailure() << header(what) << "size " << actual.size() << " != expected "
                                              << expected.size();
     const Comparison c = compare(actual.data(), expected.data(), actual.size(), tol);
-    if (c.bad == 0 && c.nan == 0 && c.unwritten == 0) return ::testing::AssertionSuccess();
+    const bool l2_ok = c.rel_l2 <= tol.rel_l2;  // false for NaN
+    if (c.bad == 0 && c.nan == 0 && c.unwritten == 0 && l2_ok) return ::testing::AssertionSuccess();
     std::ostringstream s;
     s << header(what) << c.bad << " of " << c.n << " elements outside " << tol.name << " tolerance (rtol "
-      << tol.rtol << ", atol " << tol.atol << " x rms " << c.rms << ")";
+      << tol.rtol << ", atol " << tol.atol << " x rms " << c.rms << "); relative L2 error " << c.rel_l2
+      << (l2_ok ? " within" : " above") << " its limit " << tol.rel_l2;
     if (c.unwritten) s << "; " << c.unwritten << " never written (still poisoned)";
     if (c.nan) s << "; " << c.nan << " NaN or infinite";
-    s << "; worst at [" << c.worst << "]: " << actual[c.worst] << " vs " << expected[c.worst] << "; rel L2 "
-      << c.rel_l2;
+    if (c.n) s << "; worst at [" << c.worst << "]: " << actual[c.worst] << " vs " << expected[c.worst];
     return ::testing::AssertionFailure() << s.str();
 }
 
@@ -92,13 +93,13 @@ std::string header(const std::string& what) {
     if (actual.size() != expected.size())
         return ::testing::AssertionFailure() << header(what) << "size " << actual.size() << " != expected "
                                              << expected.size();
-    const Comparison c = compare(actual.data(), expected.data(), actual.size(), Tolerance{0, 0, "l2"});
+    const Comparison c = compare(actual.data(), expected.data(), actual.size(), Tolerance{0, 0, max_rel_l2, "l2"});
     if (c.nan == 0 && c.unwritten == 0 && c.rel_l2 <= max_rel_l2) return ::testing::AssertionSuccess();
     std::ostringstream s;
     s << header(what) << "relative L2 error " << c.rel_l2 << " (limit " << max_rel_l2 << ")";
     if (c.nan) s << "; " << c.nan << " NaN or infinite";
     if (c.unwritten) s << "; " << c.unwritten << " never written";
-    s << "; worst at [" << c.worst << "]: " << actual[c.worst] << " vs " << expected[c.worst];
+    if (c.n) s << "; worst at [" << c.worst << "]: " << actual[c.worst] << " vs " << expected[c.worst];
     return ::testing::AssertionFailure() << s.str();
 }
 

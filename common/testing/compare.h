@@ -53,10 +53,13 @@ struct Comparison {
     double rms = 0.0;        // of expected
     double rel_l2 = 0.0;     // ||a - e|| / ||e|| (NaN if either holds a NaN)
 };
+// Counts the elements outside tol's element-wise bound (`bad`); rel_l2 is measured, not judged.
 Comparison compare(const float* actual, const float* expected, size_t n, Tolerance tol);
 
-// Element-wise check against the tolerance; fails on any NaN or infinity, on an element that
-// still holds the poison value, and on a size mismatch.
+// The tolerance's two checks: every element within rtol and atol, and the relative L2 error of
+// the whole tensor within rel_l2 (testing/tolerance.h says why both). Fails on any NaN or
+// infinity, on an element that still holds the poison value, and on a size mismatch. The
+// message gives the count of elements outside, the worst one and the relative L2 error.
 ::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,
                                      const std::vector<float>& expected, Tolerance tol);
 // Whole-tensor check: ||a - e|| / ||e|| <= max_rel_l2, NaN-safe.

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -15,6 +17,41 @@ namespace {
 std::vector<float> sample_data() {
     gpt::Rng rng(test_seed());
     return random_normal(rng, 1000, 2.0f, 0.5f);
+}
+
+// The nearest bf16 (ties to even), as the GPU's __float2bfloat16 rounds: bf16 is the top half
+// of a float's bits.
+float round_to_bf16(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    bits += 0x7FFFu + ((bits >> 16) & 1u);
+    bits &= 0xFFFF0000u;
+    std::memcpy(&x, &bits, sizeof(x));
+    return x;
+}
+
+// TF32 by truncation: the low 13 of fp32's 23 mantissa bits dropped, the largest error (and the
+// only biased one) a tensor core reading fp32 operands may make.
+float truncate_to_tf32(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    bits &= 0xFFFFE000u;
+    std::memcpy(&x, &bits, sizeof(x));
+    return x;
+}
+
+// A linear layer: sum_k a[n, k] · b[m, k] in double, stored as finish(sum, bias[m]) (bias added, rounded).
+template <class Round>
+std::vector<float> linear(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& bias,
+                          int N, int K, int M, Round finish) {
+    std::vector<float> out(size_t(N) * M);
+    for (int n = 0; n < N; ++n)
+        for (int m = 0; m < M; ++m) {
+            double sum = 0.0;
+            for (int k = 0; k < K; ++k) sum += double(a[size_t(n) * K + k]) * b[size_t(m) * K + k];
+            out[size_t(n) * M + m] = finish(static_cast<float>(sum), bias[m]);
+        }
+    return out;
 }
 }  // namespace
 
@@ -45,7 +82,9 @@ TEST(Compare, NaNInActualFails) {
     const auto e = sample_data();
     auto a = e;
     a[3] = std::numeric_limits<float>::quiet_NaN();
-    EXPECT_FALSE(all_close("nan", a, e, kBf16));
+    const auto r = all_close("nan", a, e, kBf16);
+    EXPECT_FALSE(r);
+    EXPECT_NE(std::string(r.message()).find("worst at [3]"), std::string::npos) << r.message();
     EXPECT_FALSE(rel_l2_close("nan", a, e, 1.0));
 }
 
@@ -99,6 +138,11 @@ TEST(Compare, SizeMismatchFails) {
 TEST(Compare, TolerancesGrowWithLowerPrecision) {
     EXPECT_LT(kFp32.rtol, kTf32.rtol);
     EXPECT_LT(kTf32.rtol, kBf16.rtol);
+    EXPECT_LT(kFp32.rel_l2, kTf32.rel_l2);
+    EXPECT_LT(kTf32.rel_l2, kBf16.rel_l2);
+    // The L2 bound is tighter than the element-wise bounds allow, or it would add nothing.
+    for (const Tolerance& t : {kFp32, kTf32, kBf16, kAttentionTf32, kAttentionBf16, kFp32Formula})
+        EXPECT_LT(t.rel_l2, t.rtol + t.atol) << t.name;
     EXPECT_LT(model_rel_l2(Precision::FP32), model_rel_l2(Precision::TF32));
     // a bf16-sized error fails the fp32 and tf32 tolerances
     const auto e = sample_data();
@@ -106,6 +150,75 @@ TEST(Compare, TolerancesGrowWithLowerPrecision) {
     for (auto& x : a) x *= 1.0f + 1.0f / 128.0f;
     EXPECT_FALSE(all_close("bf16 error", a, e, kFp32));
     EXPECT_FALSE(all_close("bf16 error", a, e, kTf32));
+}
+
+// A kernel that loses one term of each 1024-term sum (a loop bound off by one, say). With terms
+// of equal size c and random signs, the sums are about 32c, so every element is off by c, 1/32 ≈
+// 3% of the tensor's RMS: inside bf16's element-wise bounds (3.2e-2 x RMS) everywhere, but a
+// relative L2 error of 1/32, four times the bf16 limit.
+TEST(Compare, DroppedTermOfASumFailsAtBf16) {
+    gpt::Rng rng(test_seed());
+    const size_t n = 65536;  // enough sums that their RMS is within 1% of 32c (2% would be 7 sigma)
+    const int K = 1024;
+    const float c = 1.0f / 32.0f;
+    std::vector<float> full(n), dropped(n);
+    for (size_t i = 0; i < n; ++i) {
+        int sum = 0, last = 0;
+        for (int word = 0; word < K / 64; ++word) {
+            const uint64_t signs = rng.next_u64();  // 64 random signs
+            for (int b = 0; b < 64; ++b) {
+                last = (signs >> b) & 1 ? 1 : -1;
+                sum += last;
+            }
+        }
+        full[i] = c * static_cast<float>(sum);
+        dropped[i] = round_to_bf16(c * static_cast<float>(sum - last));  // stored in bf16, as a kernel would
+    }
+    const Comparison elementwise = compare(dropped.data(), full.data(), n, kBf16);
+    EXPECT_EQ(elementwise.bad, 0u) << "the element-wise bounds alone should let this error through";
+    EXPECT_NEAR(elementwise.rel_l2, 1.0 / 32, 0.1 / 32);
+    const auto r = all_close("sums missing one term of 1024", dropped, full, kBf16);
+    EXPECT_FALSE(r);
+    EXPECT_NE(std::string(r.message()).find("relative L2 error"), std::string::npos) << r.message();
+    EXPECT_NE(std::string(r.message()).find("worst at ["), std::string::npos) << r.message();
+}
+
+// Honest bf16 rounding passes, with room to spare: stage 02's linear layer, bf16 inputs, the
+// matmul's result rounded to bf16, the bias added and the sum rounded again.
+TEST(Compare, Bf16RoundingNoisePasses) {
+    gpt::Rng rng(test_seed());
+    const int N = 63, K = 100, M = 257;
+    auto bf16_inputs = [&](size_t count, float scale, float offset) {
+        std::vector<float> v = random_normal(rng, count, scale, offset);
+        for (float& x : v) x = round_to_bf16(x);
+        return v;
+    };
+    const auto inp = bf16_inputs(size_t(N) * K, 1.0f, 0.1f), weight = bf16_inputs(size_t(M) * K, 0.5f, 0.0f),
+               bias = bf16_inputs(M, 0.5f, 0.2f);
+    const auto expected = linear(inp, weight, bias, N, K, M, [](float x, float b) { return x + b; });
+    const auto actual =
+        linear(inp, weight, bias, N, K, M, [](float x, float b) { return round_to_bf16(round_to_bf16(x) + b); });
+    EXPECT_TRUE(all_close("bf16 linear layer", actual, expected, kBf16));
+    // about 0.6 units of 2^-8 against a limit of 2
+    EXPECT_LT(compare(actual.data(), expected.data(), actual.size(), kBf16).rel_l2, kBf16.rel_l2 / 2);
+}
+
+// TF32 operands truncated: the errors all point towards zero, so they add up instead of
+// averaging out, and still pass the TF32 tolerance (but not fp32's).
+TEST(Compare, Tf32TruncationPasses) {
+    gpt::Rng rng(test_seed());
+    const int N = 65, K = 768, M = 63;
+    const auto inp = random_normal(rng, size_t(N) * K, 1.0f, 0.1f), weight = random_normal(rng, size_t(M) * K, 0.5f),
+               bias = random_normal(rng, M, 0.5f, 0.2f);
+    auto truncated = [](std::vector<float> v) {
+        for (float& x : v) x = truncate_to_tf32(x);
+        return v;
+    };
+    auto add_bias = [](float x, float b) { return x + b; };
+    const auto expected = linear(inp, weight, bias, N, K, M, add_bias);
+    const auto actual = linear(truncated(inp), truncated(weight), bias, N, K, M, add_bias);
+    EXPECT_TRUE(all_close("tf32 linear layer", actual, expected, kTf32));
+    EXPECT_FALSE(all_close("tf32 linear layer", actual, expected, kFp32));
 }
 
 TEST(RandomInputs, AreNotUniformAndNotZero) {

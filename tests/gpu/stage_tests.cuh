@@ -3,11 +3,12 @@
 //
 //   Kernels  every op of the stage, forward and backward, against the fp32 CPU reference ops
 //            (common/cpu/ops.h), on fresh random inputs of sizes that are not tile multiples
-//   Matmul   the matmuls use the arithmetic the stage declares: fp32, TF32 or bf16
+//   Matmul   the matmuls use the arithmetic the stage declares: fp32, TF32 or bf16; shapes that
+//            run on padded copies (common/cuda/gemm.cuh) give what the direct path gives
 //   Slots    the fusion slots (MatmulBiasGelu, ResidualLayerNorm, ClassifierWithGrad) as the
 //            stage fills them, against the same CPU ops composed
 //   Model    the whole trainer: step-0 loss and gradients against the CPU reference, the
-//            loss curve against PyTorch, no device allocation during a training step, updates
+//            loss curve against PyTorch, no device allocation after the warm-up step, updates
 //            that reach the fp32 master weights, gradient accumulation, and the step recorded
 //            as a CUDA Graph (which only works if the step never makes the host wait)
 //   Policy   the op table names files that exist (runs without a GPU too)
@@ -18,13 +19,17 @@
 // The ops are called exactly as the model graph calls them (common/train/gpt.h): activations
 // and layer parameters in the stage's act_t; parameter gradients, LayerNorm statistics, losses,
 // probabilities and optimizer state in fp32. Inputs are rounded to act_t before the CPU
-// reference sees them, so a comparison measures the kernel's error and nothing else.
+// reference sees them, so a comparison measures the kernel's error and nothing else. Every
+// tensor comparison bounds both each element and the relative L2 error of the whole tensor
+// (all_close and the tolerance table, common/testing/tolerance.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <type_traits>
@@ -373,17 +378,61 @@ TEST_F(Kernels, MatmulBackward) {
 // ---- attention ----------------------------------------------------------------------------------
 
 struct AttentionCase {
-    int B, T, C, NH;  // head size C / NH: 9, 24, 32, 9, 32
+    int B, T, C, NH;
+    int head_size() const { return C / NH; }
 };
+// Shared by every stage, as far as its attention supports them (below); head sizes 9, 24, 32,
+// 9, 32 and GPT-2's 64.
 const AttentionCase kAttentionCases[] = {
-    {1, 1, 36, 4}, {2, 7, 96, 4}, {1, 63, 96, 3}, {2, 65, 36, 4}, {3, 32, 64, 2},
+    {1, 1, 36, 4}, {2, 7, 96, 4}, {1, 63, 96, 3}, {2, 65, 36, 4}, {3, 32, 64, 2}, {2, 33, 128, 2},
 };
+
+// The head sizes a stage's attention handles: all of them, unless the op declares a list. A
+// kernel written for some head sizes only, as stage 03's flash attention will be, says so next
+// to its code:
+//
+//     struct FlashAttention {
+//         static constexpr int kHeadSizes[] = {64};  // a head fills one tile row
+//         ...
+//
+// Such an op runs the shared cases of those head sizes, and a sweep over T at each of them
+// (attention_cases() below). Stages 00-02 declare nothing and run every shared case.
+template <class Attention, class = void>
+struct AttentionHeadSizes {
+    static constexpr bool kDeclared = false;
+    static bool supports(int) { return true; }
+};
+template <class Attention>
+struct AttentionHeadSizes<Attention, std::void_t<decltype(Attention::kHeadSizes)>> {
+    static constexpr bool kDeclared = true;
+    static bool supports(int head_size) {
+        return std::find(std::begin(Attention::kHeadSizes), std::end(Attention::kHeadSizes), head_size) !=
+               std::end(Attention::kHeadSizes);
+    }
+};
+
+// The attention cases of a stage whose attention op is `Attention`.
+template <class Attention>
+std::vector<AttentionCase> attention_cases() {
+    using HeadSizes = AttentionHeadSizes<Attention>;
+    std::vector<AttentionCase> cases;
+    for (const AttentionCase& s : kAttentionCases)
+        if (HeadSizes::supports(s.head_size())) cases.push_back(s);
+    if constexpr (HeadSizes::kDeclared) {
+        // One position, odd lengths below, at and past a tile of 64, and GPT-2's context of 1024.
+        for (const int head_size : Attention::kHeadSizes)
+            for (const int T : {1, 17, 63, 64, 65, 1000, 1024})
+                cases.push_back({T <= 65 ? 2 : 1, T, 2 * head_size, 2});
+    }
+    return cases;
+}
 
 TEST_F(Kernels, AttentionForward) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const AttentionCase& s : kAttentionCases) {
-        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
+    for (const AttentionCase& s : attention_cases<TestStage::Attention>()) {
+        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
+                                        << " (head size " << s.head_size() << ")");
         const size_t BTC = size_t(s.B) * s.T * s.C;
         const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
         Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T);
@@ -402,8 +451,9 @@ TEST_F(Kernels, AttentionForward) {
 TEST_F(Kernels, AttentionBackward) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const AttentionCase& s : kAttentionCases) {
-        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
+    for (const AttentionCase& s : attention_cases<TestStage::Attention>()) {
+        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
+                                        << " (head size " << s.head_size() << ")");
         const size_t BTC = size_t(s.B) * s.T * s.C;
         const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
         const Vec dout = rounded<Act>(random_normal(rng, BTC));
@@ -782,13 +832,17 @@ TEST_F(Kernels, AdamW) {
 // bits. Summed over C = 768 terms, fp32 arithmetic stays within about 1e-6 of the exact result,
 // while TF32 loses about 4·2^-13 ≈ 5e-4 of it, with the same sign for every element.
 // Stages with bf16 operands get 1 + a·2^-7, exact in bf16, and only bf16 bounds are checked.
+// TF32 is a permission, not an order: cuBLASLt may still pick a kernel without tensor cores, as it
+// may for odd shapes its tensor-core kernels fit badly. So the shape here is a multiple of 128 in
+// every dimension, on 256-byte-aligned memory, where TF32 kernels fit; and for TF32 the algorithm
+// cuBLASLt chose must also say it runs on tensor cores.
 TEST_F(Matmul, UsesTheStagesMath) {
     std::string trace = std::string("stage ") + TestStage::name + " declares " + gpt::precision_name(kPrecision) +
                         " matmuls";
     if (kPrecision == gpt::Precision::TF32) trace += "; exercise stage01.tf32_compute_type: see docs/01_tf32.md#exercise";
     SCOPED_TRACE(trace);
 
-    const int N = 257, C = 768, OC = 255;
+    const int N = 512, C = 768, OC = 384;
     const double unit = std::ldexp(1.0, kPrecision == gpt::Precision::BF16 ? -7 : -13);
     Rng rng(test_seed());
     auto operands = [&](size_t n) {
@@ -813,15 +867,23 @@ TEST_F(Matmul, UsesTheStagesMath) {
     sync_and_check("Matmul::forward");
     const Vec out = d_out.download();
 
+    // What cuBLASLt says about the algorithm it ran (0: it did not say, or the stage's matmul does
+    // not go through the GemmContext).
+    const uint64_t impl = ctx.gemm.last_algorithm().numerical_impl;
+    const bool tensor_cores = (impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_TENSOR_OP_MASK) != 0;
+
     size_t unwritten = 0;
-    double mean_rel = 0.0, max_rel = 0.0;
+    double mean_rel = 0.0, max_rel = 0.0, err2 = 0.0, exact2 = 0.0;
     for (size_t i = 0; i < out.size(); ++i) {
         if (gpt::test::is_poison(out[i])) ++unwritten;
-        const double rel = std::fabs(double(out[i]) - exact[i]) / exact[i];
+        const double err = double(out[i]) - exact[i], rel = std::fabs(err) / exact[i];
         mean_rel += rel / out.size();
         if (!(rel <= max_rel)) max_rel = rel;  // a NaN sticks
+        err2 += err * err;
+        exact2 += exact[i] * exact[i];
     }
     ASSERT_EQ(unwritten, 0u) << "Matmul::forward left elements unwritten (test seed " << test_seed() << ")";
+    const double rel_l2 = std::sqrt(err2 / exact2);
 
     // What the errors say about the arithmetic, in the tolerance table's terms.
     const gpt::test::Tolerance fp32 = gpt::test::kFp32;
@@ -833,8 +895,11 @@ TEST_F(Matmul, UsesTheStagesMath) {
                                                       : "fp32 (operands kept whole)";
     std::ostringstream report;
     report << "the matmul computed with " << detected << " math: mean relative error " << mean_rel << ", largest "
-           << max_rel << " against the exact result; the stage declares " << gpt::precision_name(kPrecision)
-           << " (test seed " << test_seed() << ")";
+           << max_rel << ", relative L2 " << rel_l2 << " against the exact result; cuBLASLt ran "
+           << (impl == 0 ? "an algorithm it did not describe"
+                         : tensor_cores ? "a tensor-core kernel" : "a kernel without tensor cores")
+           << (impl & CUBLASLT_NUMERICAL_IMPL_FLAGS_INPUT_TF32 ? " with TF32 inputs" : "") << "; the stage declares "
+           << gpt::precision_name(kPrecision) << " (test seed " << test_seed() << ")";
     switch (kPrecision) {
         case gpt::Precision::FP32:
             EXPECT_LE(max_rel, fp32.rtol) << report.str();
@@ -843,11 +908,148 @@ TEST_F(Matmul, UsesTheStagesMath) {
             // More error than fp32 arithmetic can make (tensor cores are in use), within TF32's.
             EXPECT_GT(mean_rel, fp32.rtol) << report.str();
             EXPECT_LE(max_rel, tf32.rtol) << report.str();
+            if (impl != 0) EXPECT_TRUE(tensor_cores) << report.str();  // where cuBLASLt says anything
             break;
         case gpt::Precision::BF16:
             EXPECT_LE(max_rel, bf16.rtol) << report.str();
             break;
     }
+    EXPECT_LE(rel_l2, kMatmulTol.rel_l2) << report.str();
+}
+
+// ---- padded copies (common/cuda/gemm.cuh) ---------------------------------------------------------
+//
+// A shape cuBLASLt has no algorithm for runs on copies of its operands padded to 16-byte-aligned
+// rows. Here every matmul of one context is made to take that path, on odd sizes and leading
+// dimensions, and must give what the direct path gives (and what the CPU gives): the linear
+// layers as the model calls them, then batched strided products like attention's.
+
+// A context whose matmuls all run on padded copies.
+struct PaddedContext : StageContext {
+    PaddedContext() { gemm.force_padded_copies(true); }
+};
+
+TEST_F(Matmul, PaddedCopiesMatchTheDirectPath) {
+    Rng rng(test_seed());
+    StageContext direct;
+    PaddedContext padded;
+    for (const MatmulCase& s : kMatmulCases) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC);
+        const MatmulInputs in(rng, s);
+        const Vec dout = rounded<Act>(random_normal(rng, size_t(s.N) * s.OC));
+        const MatmulBackwardExpected expected(rng, s, in, dout, true);
+        Vec out_expected(size_t(s.N) * s.OC);
+        gpt::cpu::matmul_forward(out_expected.data(), in.inp.data(), in.weight.data(), in.bias.data(), s.N, s.C, s.OC);
+
+        DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias), d_dout(dout);
+        struct Outputs {
+            DeviceArray<Act> out, dinp;
+            DeviceArray<float> dweight, dbias;
+        };
+        // The forward (C written, beta 0) and the backward: dinp (beta 0), dweight (added to: C read,
+        // beta 1, fp32 while the operands are Act).
+        auto run = [&](Ctx& ctx) {
+            Outputs o{DeviceArray<Act>(out_expected.size()), DeviceArray<Act>(expected.dinp.size()),
+                      DeviceArray<float>(expected.dweight_start), DeviceArray<float>(expected.dbias_start)};
+            TestStage::Matmul::forward(ctx, o.out.data(), d_inp.data(), d_weight.data(), d_bias.data(), s.N, s.C, s.OC);
+            TestStage::Matmul::backward(ctx, o.dinp.data(), o.dweight.data(), o.dbias.data(), d_dout.data(),
+                                        d_inp.data(), d_weight.data(), s.N, s.C, s.OC);
+            sync_and_check("Matmul::forward and backward");
+            return o;
+        };
+        const Outputs a = run(direct), b = run(padded);
+        const Vec out = a.out.download(), dinp = a.dinp.download(), dweight = a.dweight.download();
+        EXPECT_TRUE(all_close("forward out, direct", out, out_expected, kMatmulTol));
+        EXPECT_TRUE(all_close("forward out, padded vs direct", b.out.download(), out, kMatmulTol));
+        EXPECT_TRUE(all_close("backward dinp, direct", dinp, expected.dinp, kMatmulTol));
+        EXPECT_TRUE(all_close("backward dinp, padded vs direct", b.dinp.download(), dinp, kMatmulTol));
+        EXPECT_TRUE(all_close("backward dweight (added to), direct", dweight, expected.dweight, kMatmulTol));
+        EXPECT_TRUE(
+            all_close("backward dweight (added to), padded vs direct", b.dweight.download(), dweight, kMatmulTol));
+        EXPECT_TRUE(all_close("backward dbias, padded vs direct", b.dbias.download(), a.dbias.download(), kFp32Tol));
+    }
+}
+
+// Batched, strided, every size and leading dimension odd: each operand is a view into a wider
+// array (rows further apart than they are long, gaps between the matrices), which the result must
+// leave as it was.
+TEST_F(Matmul, PaddedCopiesOfBatchedStridedMatrices) {
+    struct Case {
+        bool trans_a, trans_b;
+        int M, N, K, batch;
+        float alpha, beta;
+    };
+    const Case cases[] = {
+        {false, true, 65, 33, 9, 3, 0.125f, 0.0f},  // attention's q·kᵀ at an odd T and head size
+        {false, false, 65, 9, 65, 3, 1.0f, 0.0f},   // att·v
+        {true, false, 9, 33, 65, 2, 1.0f, 0.5f},    // Aᵀ, and C read (beta != 0)
+        {true, true, 17, 63, 31, 1, 1.0f, 1.0f},    // not batched, added to C
+    };
+    // Row-major matrices of rows x cols, rows ld elements apart (the next odd number past cols),
+    // matrices stride elements apart (3 elements of gap).
+    struct View {
+        int rows, cols, batch;
+        long long ld, stride;
+        View(int r, int c, int b) : rows(r), cols(c), batch(b), ld(c + (c % 2 ? 2 : 1)), stride(r * ld + 3) {}
+        size_t size() const { return size_t(stride) * batch; }
+        size_t at(int b, int r, int c) const { return size_t(b) * stride + size_t(r) * ld + c; }
+        Vec elements(const Vec& all) const {  // the matrices' elements, without the gaps
+            Vec v;
+            for (int b = 0; b < batch; ++b)
+                for (int r = 0; r < rows; ++r)
+                    for (int c = 0; c < cols; ++c) v.push_back(all[at(b, r, c)]);
+            return v;
+        }
+    };
+    Rng rng(test_seed());
+    StageContext direct;
+    PaddedContext padded;
+    for (const Case& s : cases) {
+        SCOPED_TRACE(testing::Message() << "M=" << s.M << " N=" << s.N << " K=" << s.K << " batch " << s.batch
+                                        << (s.trans_a ? " Aᵀ" : "") << (s.trans_b ? " Bᵀ" : "") << " beta " << s.beta);
+        const View va(s.trans_a ? s.K : s.M, s.trans_a ? s.M : s.K, s.batch);
+        const View vb(s.trans_b ? s.N : s.K, s.trans_b ? s.K : s.N, s.batch);
+        const View vc(s.M, s.N, s.batch);
+        const Vec A = rounded<Act>(random_normal(rng, va.size())), B = rounded<Act>(random_normal(rng, vb.size()));
+        // The gaps hold values that must survive; with beta 0 the matrices hold NaN, which must
+        // be neither read nor left behind.
+        Vec C0 = rounded<Act>(random_normal(rng, vc.size(), 1.0f, 0.5f));
+        Vec expected = C0;
+        for (int b = 0; b < s.batch; ++b)
+            for (int m = 0; m < s.M; ++m)
+                for (int n = 0; n < s.N; ++n) {
+                    double sum = 0.0;
+                    for (int k = 0; k < s.K; ++k)
+                        sum += double(A[s.trans_a ? va.at(b, k, m) : va.at(b, m, k)]) *
+                               B[s.trans_b ? vb.at(b, n, k) : vb.at(b, k, n)];
+                    float& c = C0[vc.at(b, m, n)];
+                    if (s.beta == 0.0f) c = std::nanf("");
+                    const double start = s.beta == 0.0f ? 0.0 : s.beta * double(c);
+                    expected[vc.at(b, m, n)] = static_cast<float>(s.alpha * sum + start);
+                }
+
+        DeviceArray<Act> d_A(A), d_B(B);
+        auto run = [&](Ctx& ctx) {
+            DeviceArray<Act> d_C(C0);
+            ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, s.trans_a, s.trans_b, s.M, s.N, s.K, s.alpha, d_A.data(),
+                          int(va.ld), d_B.data(), int(vb.ld), s.beta, d_C.data(), int(vc.ld), s.batch, va.stride,
+                          vb.stride, vc.stride);
+            sync_and_check("GemmContext::gemm");
+            return d_C.download();
+        };
+        const Vec by_direct = run(direct), by_padded = run(padded);
+        EXPECT_TRUE(padded.gemm.last_algorithm().padded) << "the padded context did not use padded copies";
+        EXPECT_TRUE(all_close("direct", vc.elements(by_direct), vc.elements(expected), kMatmulTol));
+        EXPECT_TRUE(all_close("padded vs direct", vc.elements(by_padded), vc.elements(by_direct), kMatmulTol));
+        size_t gaps_changed = 0;
+        for (size_t i = 0; i < expected.size(); ++i) {
+            const size_t in_matrix = i % vc.stride;  // offset within its matrix's stride
+            const bool in_gap = in_matrix >= size_t(vc.rows * vc.ld) || in_matrix % vc.ld >= size_t(vc.cols);
+            if (in_gap && (by_direct[i] != C0[i] || by_padded[i] != C0[i])) ++gaps_changed;
+        }
+        EXPECT_EQ(gaps_changed, 0u) << "elements outside the matrices were written";
+    }
+    EXPECT_GT(padded.gemm.scratch_bytes(), 0u) << "padded copies without scratch memory";
 }
 
 // ---- the whole model ------------------------------------------------------------------------------
@@ -885,25 +1087,65 @@ TEST_F(Model, LossCurveMatchesPyTorch) {
                                         curve.losses, pytorch.losses, gpt::test::model_rel_l2(kPrecision)));
 }
 
-// All device memory is allocated when the model is built: a training step allocates nothing, not
-// even temporarily (allocations synchronise the device and fragment memory).
+// All device memory is allocated when the model is built, and a training step allocates nothing,
+// not even for a moment (an allocation synchronises the device, fragments memory and cannot be
+// recorded in a CUDA Graph). The exceptions are what only a first run can know, so they happen in
+// the first step, the warm-up: each matmul shape chooses its cuBLASLt algorithm and, if it needs
+// padded copies, allocates their scratch (cuda/gemm.cuh); CUDA loads a kernel's code on its first
+// launch; a library may set itself up on first use.
+//
+// Two measures, each after a synchronisation:
+//  - MemoryStats: every DeviceBuffer, and the peak within a step (memory allocated and freed again);
+//  - free device memory (cudaMemGetInfo): also what libraries (cuBLAS, the CUDA Graph runtime) and
+//    plain cudaMalloc calls take. The driver hands memory out in pages (typically 2 MiB), so small
+//    allocations may fit in a page already in use and not show; compared exactly, as any change
+//    means a new page.
+// Step 1 (warm-up): MemoryStats may grow by the matmuls' padded-copy scratch and nothing else;
+//   free memory is not judged.
+// Step 2: where the stage records its step (kCaptureStep), it is recorded and replayed for the first
+//   time here. Instantiating a CUDA Graph puts the executable graph in device memory, which is
+//   legitimate once per recording, so only MemoryStats judges this step; otherwise it is an ordinary
+//   step and free memory must not change.
+// Step 3: an ordinary step (or a replay): neither measure may change.
+// Free memory is counted for the whole GPU, so this test must have the GPU to itself: another
+// process allocating meanwhile makes it fail (CTest: RUN_SERIAL).
 TEST_F(Model, AllocatesOnlyOnce) {
     using gpt::cuda::MemoryStats;
     const gpt::test::ReferenceCase c = gpt::test::overfit_case();
     gpt::GPT<TestStage> model(c.config, c.B, c.T);
     model.set_parameters(c.params);
     model.synchronize();
-    const size_t held = MemoryStats::current().load();
+    const size_t built = MemoryStats::current().load();
     // Restart the high-water mark at what the model holds, so that memory allocated and freed
     // again within a step shows up too.
-    MemoryStats::peak() = held;
+    MemoryStats::peak() = built;
+    auto free_device_memory = [] {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        size_t free = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free, &total));
+        return free;
+    };
     const gpt::AdamWSettings adamw{};
     const std::vector<gpt::Batch> batch = {gpt::test::reference_batch(c)};
-    for (int t = 1; t <= 3; ++t) {  // the third step replays a captured one, where the stage captures
+    size_t held = built, free_before = 0;
+    for (int t = 1; t <= 3; ++t) {
+        const bool records = TestStage::kCaptureStep && t == 2;
+        SCOPED_TRACE(testing::Message() << "step " << t
+                                        << (t == 1 ? " (warm-up)" : records ? " (recorded as a CUDA Graph)" : ""));
         model.train_step(batch, c.B, c.T, 1.0f / float(c.B * c.T), adamw, 1e-3f, t);
         sync_and_check("training step " + std::to_string(t));
-        EXPECT_EQ(MemoryStats::current().load(), held) << "device memory held after step " << t;
+        const size_t free_after = free_device_memory();
+        if (t == 1) held = built + model.context().gemm.scratch_bytes();
+        EXPECT_EQ(MemoryStats::current().load(), held)
+            << "device memory held after step " << t << " (the model was built with " << built << " bytes)";
         EXPECT_EQ(MemoryStats::peak().load(), held) << "peak device memory during step " << t;
+        if (t > 1 && !records)
+            EXPECT_EQ(free_after, free_before)
+                << "free device memory changed by " << (static_cast<long long>(free_after) - (long long)free_before)
+                << " bytes during step " << t
+                << ": something allocated outside DeviceBuffer (a library, a CUDA Graph, a plain cudaMalloc), "
+                   "or another process shares this GPU";
+        free_before = free_after;
     }
 }
 
