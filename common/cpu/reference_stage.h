@@ -54,6 +54,7 @@ struct CpuBackend {
         return "CPU, " + std::to_string(omp_get_max_threads()) + " threads";
     }
     static double peak_flops() { return 0.0; }  // unknown: MFU is not reported on the CPU
+    static std::string peak_flops_match() { return ""; }  // no entry of the GPU peak table
     static size_t peak_memory_bytes() {
         rusage usage{};
         getrusage(RUSAGE_SELF, &usage);

@@ -49,7 +49,8 @@ struct CudaBackend {
     static void configure(const Options&) {}
     static std::string device_description() { return cuda::device_description(); }
     static double peak_flops() { return cuda::peak_bf16_flops(cuda::device_name()); }
-    static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }
+    static std::string peak_flops_match() { return cuda::peak_bf16_match(cuda::device_name()); }
+    static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }  // cuBLASLt's workspace included
     // For the op table: which file defines the stage's matmul arithmetic.
     template <class Stage>
     static std::string matmul_math() {

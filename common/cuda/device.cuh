@@ -41,22 +41,37 @@ inline std::string device_description() {
            std::to_string(p.major) + std::to_string(p.minor) + ", " + std::to_string(p.multiProcessorCount) + " SMs";
 }
 
-// Dense (no sparsity) bf16 tensor-core FLOP/s with fp32 accumulation, from the vendor data
-// sheets; 0 when unknown (MFU is then not reported).
-inline double peak_bf16_flops(const std::string& name) {
-    struct Peak {
-        const char* match;
-        double tflops;
-    };
-    // First match wins: more specific names first.
-    static const Peak kPeaks[] = {
+// Dense (no sparsity) bf16 tensor-core peaks with fp32 accumulation, from the vendor data
+// sheets. A GPU's name is matched against `match`; the first match wins, so more specific
+// names come first.
+struct PeakEntry {
+    const char* match;
+    double tflops;
+};
+
+// The table's entry for a GPU name, or nullptr when the GPU is not in it.
+inline const PeakEntry* find_peak(const std::string& name) {
+    static const PeakEntry kPeaks[] = {
         {"H100 PCIe", 756}, {"H100 NVL", 835}, {"H100", 989}, {"H200", 989}, {"GH200", 989},
         {"B200", 2250},     {"A100", 312},     {"A800", 312}, {"L40S", 362}, {"L40", 181},
         {"L4", 121},        {"A10G", 70},      {"A10", 125},  {"RTX 4090", 165}, {"RTX 3090", 71},
     };
-    for (const Peak& p : kPeaks)
-        if (name.find(p.match) != std::string::npos) return p.tflops * 1e12;
-    return 0.0;
+    for (const PeakEntry& p : kPeaks)
+        if (name.find(p.match) != std::string::npos) return &p;
+    return nullptr;
+}
+
+// The peak in FLOP/s; 0 when unknown (MFU is then not reported).
+inline double peak_bf16_flops(const std::string& name) {
+    const PeakEntry* p = find_peak(name);
+    return p ? p->tflops * 1e12 : 0.0;
+}
+
+// Which table entry gave that peak ("H100" for "NVIDIA H100 80GB HBM3"); empty when none did.
+// Written into the trainer's log, so that a reader sees where the MFU denominator came from.
+inline std::string peak_bf16_match(const std::string& name) {
+    const PeakEntry* p = find_peak(name);
+    return p ? p->match : "";
 }
 
 }  // namespace gpt::cuda

@@ -122,13 +122,31 @@ int train(const TrainOptions& opt) {
                 opt.batch, opt.seq, micro_batches, world, step_tokens, opt.steps, opt.lr, opt.warmup, opt.min_lr_frac);
     std::fflush(stdout);
 
+    // The start event also carries what a benchmark needs to compute MFU for any run on this
+    // device (tests/bench/ladder.py): the model's sizes and parameter count, the FLOPs per
+    // token at this T, and the peak it divides by (null where unknown, as on the CPU).
+    auto number = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.17g", v);  // every digit: the reader gets this double back
+        return std::string(buf);
+    };
+    const std::string peak_match = S::peak_flops_match();
     Logger log(opt.log);
     log.event("start", "\"stage\": " + Logger::json_string(S::name) +
                            ", \"device\": " + Logger::json_string(S::device_description()) +
                            ", \"model\": " + Logger::json_string(config.describe()) +
                            ", \"batch\": " + std::to_string(opt.batch) + ", \"seq\": " + std::to_string(opt.seq) +
                            ", \"micro_batches\": " + std::to_string(micro_batches) +
-                           ", \"world\": " + std::to_string(world));
+                           ", \"world\": " + std::to_string(world) +
+                           ", \"config\": {\"max_seq_len\": " + std::to_string(config.max_seq_len) +
+                           ", \"vocab_size\": " + std::to_string(config.vocab_size) +
+                           ", \"n_layer\": " + std::to_string(config.n_layer) +
+                           ", \"n_head\": " + std::to_string(config.n_head) +
+                           ", \"n_embd\": " + std::to_string(config.n_embd) + "}" +
+                           ", \"params\": " + std::to_string(ParamLayout(config).total()) +
+                           ", \"flops_per_token\": " + number(flops_per_token(config, opt.seq)) +
+                           ", \"peak_flops\": " + (peak > 0 ? number(peak) : "null") +
+                           ", \"peak_match\": " + (peak_match.empty() ? "null" : Logger::json_string(peak_match)));
     Rng sample_rng(opt.seed + 1);
     std::vector<double> step_ms;
 

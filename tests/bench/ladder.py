@@ -13,6 +13,15 @@ out of the timing (CUDA context, cuBLAS heuristics, torch.compile). Per entry it
   peak memory  the most device memory the run held
   loss         the final training loss and the whole curve
 
+The ladder computes none of the model's numbers itself: the C++ trainer's "start" event (its
+--log) says how many FLOPs a token costs and what the GPU's peak is, and the checkpoint's
+header how large the model is. So the named sizes, the FLOP count and the peak table exist
+once, in the C++ code (common/model/config.cpp, common/cuda/device.cuh).
+
+Every entry runs in a process group of its own. On a timeout, a spent --budget or Ctrl-C the
+whole group gets SIGINT (PyTorch exits and gives the GPU back), then SIGKILL after --grace
+seconds, so that nothing the entry started keeps running.
+
 It also runs bench_ceilings (when built) for the two ceilings of this GPU. Outputs, in --out:
 results.json (everything, the input of --results-only), results.csv, results.md (the table),
 results.txt (the table for a terminal), loss.svg and throughput.svg (plot.py), logs/.
@@ -31,6 +40,7 @@ import re
 import shlex
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -43,16 +53,6 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 # ----------------------------------------------------------------------------------------
 # The workload: the same for every entry (tests/bench/README.md)
 
-# name: (maxT, V, L, H, C), mirrored from common/model/config.cpp (kConfigs).
-MODELS = {
-    "micro": (64, 50257, 2, 4, 64),
-    "tiny": (128, 50257, 4, 4, 128),
-    "d12": (1024, 50257, 12, 12, 768),
-    "d24": (1024, 50257, 24, 16, 1024),
-    "d36": (1024, 50257, 36, 20, 1280),
-    "d48": (1024, 50257, 48, 25, 1600),
-}
-MODEL_TITLES = {"d12": "124M", "d24": "350M", "d36": "774M", "d48": "1.6B"}
 INIT_SEED = 1337  # gpt_init's default, and the trainers' default --seed
 
 # The optimizer settings, passed explicitly to both the C++ trainers and the PyTorch reference
@@ -88,43 +88,28 @@ STAGE_TITLES = {"00": "fp32 baseline", "01": "tf32", "02": "bf16 autocast", "03"
                 "04": "fused kernels", "05": "vocab padding", "06": "multi gpu mfu"}
 
 REFERENCE = os.path.join(REPO, "tests", "reference", "gpt2_reference.py")
-DEVICE_TABLE = os.path.join(REPO, "common", "cuda", "device.cuh")
+CKPT_MAGIC = 20261122  # docs/formats.md, "Checkpoints"
 
 
-def num_params(maxT, V, L, H, C):
-    """Parameters of the layout of docs/formats.md (common/model/params.cpp): wte, wpe, per
-    layer 2 LayerNorms (4C), qkv (3C^2 + 3C), attention projection (C^2 + C), MLP (8C^2 + 5C),
-    and the final LayerNorm (2C). 124,439,808 for d12."""
-    return V * C + maxT * C + L * (12 * C * C + 13 * C) + 2 * C
-
-
-def flops_per_token(model, T):
-    """6N + 12·L·H·Q·T, as common/model/config.cpp flops_per_token: 6N for the matmuls with
-    the weights (forward 2N, backward 4N), 12·L·H·Q·T for attention's scores and weighted sum."""
-    maxT, V, L, H, C = MODELS[model]
-    Q = C // H
-    return 6.0 * num_params(maxT, V, L, H, C) + 12.0 * L * H * Q * T
-
-
-def peak_table():
-    """[(name fragment, TFLOP/s)] parsed from common/cuda/device.cuh (kPeaks), the one table
-    the trainers use too; first match wins, as there."""
+def read_checkpoint_header(path):
+    """The model's sizes and parameter count from the header of a checkpoint (docs/formats.md:
+    int32 magic, version, maxT, V, L, H, C, step, has-optimizer-state, parameter count), or
+    None when the file is missing or not a checkpoint."""
     try:
-        with open(DEVICE_TABLE, encoding="utf-8") as f:
-            text = f.read()
-    except OSError:
-        return []
-    start = text.find("kPeaks")
-    body = text[start: text.find("};", start)] if start >= 0 else ""
-    return [(name, float(tf)) for name, tf in re.findall(r'\{\s*"([^"]+)"\s*,\s*([0-9.]+)\s*\}', body)]
+        with open(path, "rb") as f:
+            words = struct.unpack("<10i", f.read(40))
+    except (OSError, struct.error):
+        return None
+    if words[0] != CKPT_MAGIC:
+        return None
+    maxT, V, L, H, C = words[2:7]
+    return {"max_seq_len": maxT, "vocab_size": V, "n_layer": L, "n_head": H, "n_embd": C, "params": words[9]}
 
 
-def peak_bf16(gpu_name):
-    """(FLOP/s, matched table entry) for a GPU name, or (None, None) when it is not in the table."""
-    for fragment, tflops in peak_table():
-        if gpu_name and fragment in gpu_name:
-            return tflops * 1e12, fragment
-    return None, None
+def model_title(params):
+    """'124M' for GPT-2 small's 124,439,808 parameters: millions, as OpenAI named the GPT-2
+    models (124M, 355M, 774M, 1558M)."""
+    return f"{params / 1e6:.0f}M" if params else None
 
 
 def median(values):
@@ -269,57 +254,155 @@ def progress_of(entry):
     return "starting"
 
 
-def run_command(entry, timeout, interactive):
-    """Runs an entry's command with its output in its log; returns (returncode, status, wall_s)."""
-    t0 = time.time()
+# Each entry, and each tool the ladder runs, gets a process group of its own: a Ctrl-C at the
+# terminal then reaches only the ladder, and the ladder decides how its children are stopped.
+
+
+def signal_group(proc, sig):
+    try:
+        os.killpg(proc.pid, sig)  # start_new_session: the child leads a group with its own pid
+    except ProcessLookupError:
+        pass  # nothing of the group is left
+
+
+def leader_exited(proc):
+    """Whether the group's main process has exited, without reaping it: while it is not reaped,
+    its pid, which is the group's id, cannot be given to another process, so signals to the
+    group reach no stranger."""
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def end_group(proc):
+    """SIGKILL to whatever is left of the group (torch.compile's workers, say), then reap."""
+    signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+def stop_group(proc, grace):
+    """Stops a running group: SIGINT to all of it, as a Ctrl-C would, so that PyTorch exits
+    and releases the GPU; then SIGKILL once the main process has exited, or after `grace`
+    seconds at the latest."""
+    signal_group(proc, signal.SIGINT)
+    deadline = time.monotonic() + grace
+    try:
+        while not leader_exited(proc) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        pass  # a second Ctrl-C: no more waiting
+    end_group(proc)
+
+
+# When the ladder itself is interrupted, whoever interrupted it may not wait long either
+# (tests/gpu_check.sh sends SIGKILL 10 s after its SIGINT): the ladder must have ended its
+# children before that, or they would be left running.
+INTERRUPT_GRACE_S = 5
+
+
+def run_in_group(cmd, log, limit, grace, tick=None):
+    """Runs cmd in a process group of its own, its output appended to the open file `log`.
+
+    Returns (return code, None) when it ends by itself, or (None, "limit") when it ran longer
+    than `limit` seconds and was stopped. On Ctrl-C (KeyboardInterrupt) the group is stopped
+    and the exception passed on. tick(elapsed seconds) is called about every 0.2 s.
+    """
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    t0 = time.monotonic()
+    try:
+        while not leader_exited(proc):
+            if time.monotonic() - t0 > limit:
+                stop_group(proc, grace)
+                return None, "limit"
+            if tick:
+                tick(time.monotonic() - t0)
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        stop_group(proc, min(grace, INTERRUPT_GRACE_S))
+        raise
+    end_group(proc)  # it has finished; nothing it started may outlive it
+    return proc.returncode, None
+
+
+class Budget:
+    """The time the whole ladder may take (--budget); unlimited without one."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+        self.deadline = None if seconds is None else time.monotonic() + seconds
+
+    def left(self):
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    def limit(self, timeout, grace):
+        """(seconds a command may run, whether the budget rather than `timeout` sets that):
+        the budget keeps `grace` seconds back, for stopping the command in time."""
+        left = self.left() - grace
+        return (left, True) if left < timeout else (timeout, False)
+
+
+def run_command(entry, limit, by_budget, grace, interactive):
+    """Runs an entry's command with its output in its log; returns (returncode, status, wall_s)
+    where status is None when it ended by itself, else "timeout", "budget" or "interrupted"."""
+    t0 = time.monotonic()
+    last_report = [t0]
+
+    def tick(elapsed):
+        if interactive:
+            sys.stdout.write(f"\r        ... {progress_of(entry)} ({elapsed:.0f} s)   ")
+            sys.stdout.flush()
+        elif time.monotonic() - last_report[0] >= 30:
+            print(f"        ... {progress_of(entry)} ({elapsed:.0f} s)", flush=True)
+            last_report[0] = time.monotonic()
+
     with open(entry["log"], "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(entry["command"]) + "\n\n")
         log.flush()
         try:
-            # Its own process group, so that a timeout also ends torch.compile's worker processes.
-            proc = subprocess.Popen(entry["command"], stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                    start_new_session=True)
+            rc, stopped = run_in_group(entry["command"], log, limit, grace, tick)
         except OSError as exc:
             log.write(f"error: cannot start: {exc}\n")
-            return None, "failed", time.time() - t0
-        def stop():
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass  # it has just finished by itself
-            proc.wait()
-
-        last_report = t0
-        while True:
-            try:
-                rc = proc.wait(timeout=2)
-                return rc, None, time.time() - t0
-            except subprocess.TimeoutExpired:
-                pass
-            except KeyboardInterrupt:
-                stop()  # its own session does not get the terminal's Ctrl-C: end it here
-                raise
-            now = time.time()
-            if now - t0 > timeout:
-                stop()
-                log.write(f"\nerror: timed out after {timeout} s (ladder.py --timeout)\n")
-                return None, "timeout", now - t0
-            if interactive:
-                sys.stdout.write(f"\r        ... {progress_of(entry)} ({now - t0:.0f} s)   ")
-                sys.stdout.flush()
-            elif now - last_report >= 30:
-                print(f"        ... {progress_of(entry)} ({now - t0:.0f} s)", flush=True)
-                last_report = now
+            return None, "failed", time.monotonic() - t0
+        except KeyboardInterrupt:
+            log.write(f"\nerror: interrupted after {time.monotonic() - t0:.0f} s (Ctrl-C)\n")
+            return None, "interrupted", time.monotonic() - t0
+        wall = time.monotonic() - t0
+        if stopped and by_budget:
+            log.write(f"\nerror: stopped after {wall:.0f} s: the ladder's --budget was spent\n")
+            return None, "budget", wall
+        if stopped:
+            log.write(f"\nerror: timed out after {limit:.0f} s (ladder.py --timeout)\n")
+            return None, "timeout", wall
+        return rc, None, wall
 
 
-def read_cpp(entry):
-    """Steps, peak memory and device from the trainer's JSON Lines log."""
+def read_events(path, partial=False):
+    """The events of a trainer's JSON Lines log. partial: the run was cut off, and its last
+    line may be incomplete: lines that do not parse are left out."""
     events = []
-    with open(entry["output"], encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
-            if line:
+            if not line:
+                continue
+            try:
                 events.append(json.loads(line))
+            except ValueError:
+                if not partial:
+                    raise
+    return events
+
+
+# What the ladder takes from a trainer's "start" event (common/train/loop.h): the model's sizes
+# and parameter count, the FLOPs per token at this T, and the peak FLOP/s of the device with
+# the entry of the peak table in common/cuda/device.cuh that gave it (null where unknown).
+START_KEYS = ("config", "params", "flops_per_token", "peak_flops", "peak_match")
+
+
+def read_cpp(entry, partial=False):
+    """Steps, peak memory, device and the start event's numbers from the trainer's log."""
+    events = read_events(entry["output"], partial)
     steps = sorted((e for e in events if e.get("type") == "step"), key=lambda e: e["step"])
     summary = next((e for e in events if e.get("type") == "summary"), {})
     start = next((e for e in events if e.get("type") == "start"), {})
@@ -328,6 +411,7 @@ def read_cpp(entry):
         "step_ms": [e.get("ms") for e in steps],
         "peak_memory_bytes": summary.get("peak_memory_bytes"),
         "device": start.get("device"),
+        "start": {k: start.get(k) for k in START_KEYS} if start else None,
     }
 
 
@@ -343,14 +427,14 @@ def read_torch(entry):
     }
 
 
-def run_entry(entry, args, index, count):
+def run_entry(entry, args, index, count, limit, by_budget):
     who = "C++    " if entry["kind"] == "cpp" else "PyTorch"
     what = "train_" + entry["name"] if entry["kind"] == "cpp" else entry["short"]
     print(f"[{index:2d}/{count}] stage {entry['stage']} {who} {what}", flush=True)
     entry["steps"] = args.steps
     if os.path.exists(entry["output"]):
         os.remove(entry["output"])  # an earlier run's output must not pass for this one's
-    rc, status, wall = run_command(entry, args.timeout, sys.stdout.isatty())
+    rc, status, wall = run_command(entry, limit, by_budget, args.grace, sys.stdout.isatty())
     if sys.stdout.isatty():
         sys.stdout.write("\r" + " " * 60 + "\r")
     entry["returncode"], entry["wall_s"] = rc, round(wall, 1)
@@ -363,21 +447,26 @@ def run_entry(entry, args, index, count):
                 entry["error"] = "the run wrote no steps"
         except (OSError, ValueError, KeyError) as exc:
             status, entry["error"] = "failed", f"cannot read {entry['output']}: {exc}"
-    elif status is None:
-        entry["error"] = error_line(lines)
-        status = "failed"
-        if entry["kind"] == "cpp":
-            try:  # the steps before the failure still show on the loss plot (a divergence, say)
-                entry.update(read_cpp(entry))
-            except (OSError, ValueError, KeyError):
-                pass
-        if entry["kind"] == "torch" and rc == 77:
-            status = "skipped"  # gpt2_reference.py: torch cannot be imported
-        elif "out of memory" in entry["error"] or "out of device memory" in entry["error"]:
-            status = "oom"
     else:
         entry["error"] = error_line(lines)
+        if entry["kind"] == "cpp":
+            try:  # the steps before the end still show on the loss plot (a divergence, say)
+                entry.update(read_cpp(entry, partial=True))
+            except (OSError, ValueError, KeyError):
+                pass
+        if status is None:
+            status = "failed"
+            if entry["kind"] == "torch" and rc == 77:
+                status = "skipped"  # gpt2_reference.py: torch cannot be imported
+            elif "out of memory" in entry["error"] or "out of device memory" in entry["error"]:
+                status = "oom"
     entry["status"] = status
+    return entry
+
+
+def not_run(entry, why):
+    """An entry the ladder did not start: why is "budget" or "interrupted"."""
+    entry.update(status="not run", error=why, returncode=None, wall_s=0.0)
     return entry
 
 
@@ -396,11 +485,26 @@ def derive(entry, meta):
         entry["timed_steps"] = len(timed)
         entry["median_ms"] = median(timed)
         entry["tokens_per_s"] = median([tokens / (ms / 1000.0) for ms in timed])
-        if meta.get("peak_flops"):
+        if meta.get("peak_flops") and meta.get("flops_per_token"):
             entry["mfu"] = entry["tokens_per_s"] * meta["flops_per_token"] / meta["peak_flops"]
     losses = [x for x in entry.get("losses") or [] if x is not None]
     entry["final_loss"] = losses[-1] if losses else None
     return entry
+
+
+def take_mfu_denominator(meta, entries):
+    """FLOPs per token and the peak, for every entry's MFU, PyTorch's included: from the start
+    event of the first C++ entry that wrote one (all of them ran on this GPU at this T). Without
+    a C++ entry there is no MFU: the ladder does not count FLOPs or keep a peak table itself."""
+    if meta.get("flops_per_token"):
+        return  # taken already (results of earlier ladders carry them too)
+    for e in entries:
+        start = e.get("start") or {}
+        if e["kind"] == "cpp" and start.get("flops_per_token"):
+            meta.update(flops_per_token=start["flops_per_token"], peak_flops=start.get("peak_flops"),
+                        peak_match=start.get("peak_match"), mfu_from=e["key"])
+            meta["params"] = meta.get("params") or start.get("params")
+            return
 
 
 def finish_meta(results):
@@ -411,8 +515,9 @@ def finish_meta(results):
         names = [(e.get("device") or "").split(",")[0].strip() for e in entries if e.get("status") == "ok"]
         names += [(results.get("ceilings") or {}).get("device_name") or ""]
         meta["gpu"] = next((n for n in names if n and n != "cpu"), None)
-    if not meta.get("peak_flops"):
-        meta["peak_flops"], meta["peak_match"] = peak_bf16(meta.get("gpu"))
+    take_mfu_denominator(meta, entries)
+    if not meta.get("model_title"):
+        meta["model_title"] = model_title(meta.get("params"))
     versions = {e.get("torch_version") for e in entries if e.get("torch_version")}
     if versions:
         meta["torch_version"] = ", ".join(sorted(versions))
@@ -459,6 +564,9 @@ def table_rows(results):
     for e in results["entries"]:
         who = "C++" if e["kind"] == "cpp" else "PyTorch"
         config = e["name"] if e["kind"] == "cpp" else e["short"]
+        if e.get("status") == "not run":
+            rows.append([e["stage"], who, config, f"not run ({e.get('error')})"] + [""] * 6)
+            continue
         if e.get("status") != "ok":
             reason = e.get("error") or ""
             rows.append([e["stage"], who, config, f"{e.get('status', 'failed')}: {reason}"[:120]] + [""] * 6)
@@ -481,18 +589,24 @@ def header_lines(results):
     lines.append(("Date", meta.get("date", "")))
     lines.append(("Command", meta.get("command", "")))
     tps = meta["batch"] * meta["seq"]
+    params = f"{meta['params']:,} parameters" if meta.get("params") else "parameters unknown"
+    init = meta.get("init") or f"gpt_init --model {meta['model']} --seed {INIT_SEED}"
     lines.append(("Workload",
-        f"GPT-2 {meta.get('model_title', '')} ({meta['model']}, {meta['params']:,} parameters), "
+        f"GPT-2 {meta.get('model_title') or ''} ({meta['model']}, {params}), "
         f"batch {meta['batch']} x T {meta['seq']} = {tps:,} tokens/step, {meta['steps']} steps from the "
-        f"same checkpoint (gpt_init --model {meta['model']} --seed {INIT_SEED}) on {meta.get('data_name', '')}; "
+        f"same checkpoint ({init}) on {meta.get('data_name', '')}; "
         f"medians over steps {meta['skip'] + 1}-{meta['steps']}"))
     lines.append(("Training settings (both sides)", " ".join(f"{k} {v}" for k, v in meta.get("settings", []))))
-    if meta.get("peak_flops"):
+    source = f" (from the start event of {meta['mfu_from']})" if meta.get("mfu_from") else ""
+    if meta.get("peak_flops") and meta.get("flops_per_token"):
         lines.append(("MFU", f"tokens/s x {meta['flops_per_token']:,.0f} FLOPs/token (6N + 12·L·H·Q·T) / "
                              f"{meta['peak_flops'] / 1e12:.0f} TFLOP/s, the dense bf16 peak of "
-                             f"'{meta.get('peak_match')}' in common/cuda/device.cuh, for every entry"))
+                             f"'{meta.get('peak_match')}' in common/cuda/device.cuh{source}, for every entry"))
+    elif meta.get("flops_per_token"):
+        lines.append(("MFU", f"not reported: {gpu} is not in the peak table of common/cuda/device.cuh{source}"))
     else:
-        lines.append(("MFU", f"not reported ({gpu} is not in the peak table of common/cuda/device.cuh)"))
+        lines.append(("MFU", "not reported (no C++ trainer wrote a start event in this run: the FLOPs per "
+                             "token and the GPU's peak come from there)"))
     if ceil:
         c, g = ceil.get("copy", {}), ceil.get("gemm", {})
         of_peak = ""
@@ -505,6 +619,8 @@ def header_lines(results):
         lines.append(("Ceilings", "not measured (bench_ceilings not built or failed)"))
     if meta.get("torch_version"):
         lines.append(("PyTorch", meta["torch_version"]))
+    if meta.get("stopped"):
+        lines.append(("Stopped early", meta["stopped"]))
     return lines
 
 
@@ -618,8 +734,9 @@ def parse_args(argv):
                    help="first steps left out of the timing (warm-up, torch.compile)")
     p.add_argument("--batch", type=int, default=16, help="sequences per step, the same for every entry")
     p.add_argument("--seq", type=int, default=1024, help="tokens per sequence")
-    p.add_argument("--model", default="d12", choices=list(MODELS),
-                   help="model size; the ladder is defined for d12, the others are for trying it out")
+    p.add_argument("--model", default="d12",
+                   help="model size for gpt_init (its names are those of common/model/config.cpp); the "
+                        "ladder is defined for d12, the others are for trying it out")
     p.add_argument("--stages", default="all", help="C++ stages to run: all, none, or e.g. 00,01")
     p.add_argument("--torch", default="all",
                    help="PyTorch configurations: all, none, or a list of " +
@@ -628,7 +745,15 @@ def parse_args(argv):
     p.add_argument("--data", default=os.path.join(REPO, "data", "brown"), help="token shards (the default corpus)")
     p.add_argument("--checkpoint", help="initial checkpoint to use instead of making one with gpt_init")
     p.add_argument("--out", help="output directory (default: BUILD/ladder; with --results-only: that file's directory)")
-    p.add_argument("--timeout", type=int, default=900, help="seconds per entry before it is stopped")
+    p.add_argument("--timeout", type=int, default=900,
+                   help="seconds per entry before it is stopped (never more than what is left of --budget)")
+    p.add_argument("--budget", type=int, metavar="SECONDS",
+                   help="seconds for the whole ladder; when they are spent, the running entry is stopped, the "
+                        "rest are reported 'not run (budget)' and the results of the others are written "
+                        "(default: no limit)")
+    p.add_argument("--grace", type=int, default=10,
+                   help="seconds between SIGINT and SIGKILL when an entry is stopped (after a Ctrl-C: at most "
+                        f"{INTERRUPT_GRACE_S})")
     p.add_argument("--no-ceilings", action="store_true", help="do not run bench_ceilings")
     p.add_argument("--no-plot", action="store_true", help="do not write the SVG plots")
     p.add_argument("--dry-run", action="store_true", help="print the commands only; run nothing")
@@ -645,6 +770,10 @@ def parse_args(argv):
         p.error("--skip must not be negative")
     if args.skip >= args.steps:
         p.error(f"--skip {args.skip} leaves no timed step of --steps {args.steps}")
+    if args.grace < 0:
+        p.error("--grace must not be negative")
+    if args.budget is not None and args.budget <= 0:
+        p.error("--budget must be positive")
     args.build = os.path.abspath(args.build)
     args.data = os.path.abspath(args.data)
     return args
@@ -667,32 +796,52 @@ def results_only(args):
     return 0 if all(e.get("status") == "ok" for e in results["entries"]) else 1
 
 
-def run_ceilings(args, out_dir, dry):
+def run_tool(cmd, log_path, limit, grace):
+    """Runs a helper (gpt_init, bench_ceilings) like an entry: in its own process group, with
+    its output in log_path. Returns (status, why): status "ok", "failed", or "stopped" when it
+    ran past `limit` seconds; why is the one line that says what went wrong."""
+    if limit < 1:
+        return "stopped", "no time left"
+    with open(log_path, "w", encoding="utf-8") as log:
+        try:
+            rc, stopped = run_in_group(cmd, log, limit, grace)
+        except OSError as exc:
+            return "failed", f"cannot start: {exc}"
+    if stopped:
+        return "stopped", f"stopped after {limit:.0f} s"
+    return ("ok", None) if rc == 0 else ("failed", error_line(tail(log_path)))
+
+
+def run_ceilings(args, out_dir, logs, budget, dry):
+    """bench_ceilings' numbers, or None; and whether the budget ran out while it ran."""
     exe = os.path.join(args.build, "tests", "bench", "bench_ceilings")
     if args.no_ceilings or args.make_curve:
-        return None
+        return None, False
     if not os.path.isfile(exe):
         print(f"ceilings: {show([exe])} is not built; the table will have no ceilings", flush=True)
-        return None
+        return None, False
     path = os.path.join(out_dir, "ceilings.json")
     cmd = [exe, "--json", path]
     print(f"ceilings: {show(cmd)}", flush=True)
     if dry:
-        return None
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        print(f"ceilings: failed: {exc}", flush=True)
-        return None
-    for line in (proc.stdout + proc.stderr).splitlines():
+        return None, False
+    limit, by_budget = budget.limit(600, args.grace)
+    log = os.path.join(logs, "ceilings.log")
+    status, why = run_tool(cmd, log, limit, args.grace)
+    for line in tail(log, 100):
         print(f"  {line}", flush=True)
-    if proc.returncode != 0:
-        return None
+    if status != "ok":
+        print(f"ceilings: failed: {why}", flush=True)
+        return None, status == "stopped" and by_budget
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return json.load(f), False
     except (OSError, ValueError):
-        return None
+        return None, False
+
+
+def raise_interrupt(signum, frame):
+    raise KeyboardInterrupt  # SIGTERM stops the ladder the way Ctrl-C does
 
 
 def main(argv=None):
@@ -700,6 +849,7 @@ def main(argv=None):
     if args.results_only:
         return results_only(args)
 
+    budget = Budget(args.budget)  # counts from here: making the checkpoint and the ceilings too
     dry = args.dry_run
     out_dir = os.path.abspath(args.out or os.path.join(args.build, "ladder"))
     logs = os.path.join(out_dir, "logs")
@@ -708,23 +858,24 @@ def main(argv=None):
         args.stages, args.torch = "none", "fp32"
 
     gpu, driver = gpu_info()
-    maxT, V, L, H, C = MODELS[args.model]
     meta = {
         "gpu": gpu, "driver": driver,
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "command": shlex.join([os.path.relpath(sys.argv[0]) if argv is None else "ladder.py"] +
                               (sys.argv[1:] if argv is None else argv)),
-        "build": args.build, "model": args.model, "model_title": MODEL_TITLES.get(args.model, args.model),
-        "params": num_params(maxT, V, L, H, C), "flops_per_token": flops_per_token(args.model, args.seq),
+        "build": args.build, "model": args.model,
         "batch": args.batch, "seq": args.seq, "steps": args.steps, "skip": args.skip,
         "settings": TRAIN_SETTINGS, "data": args.data, "data_name": os.path.relpath(args.data, REPO),
-        "python": args.python,
+        "python": args.python, "timeout_s": args.timeout, "budget_s": args.budget,
+        # From the checkpoint's header, once there is one.
+        "config": None, "params": None, "model_title": None,
+        # The MFU denominator, from the start event of a C++ entry (take_mfu_denominator).
+        "flops_per_token": None, "peak_flops": None, "peak_match": None, "mfu_from": None,
     }
-    meta["peak_flops"], meta["peak_match"] = peak_bf16(gpu)
 
     print(f"ladder: GPU {gpu or 'not found by nvidia-smi'}; build {args.build}; out {out_dir}", flush=True)
-    print(f"ladder: {args.model}, B={args.batch}, T={args.seq}, {args.steps} steps (first {args.skip} untimed)",
-          flush=True)
+    print(f"ladder: {args.checkpoint or args.model}, B={args.batch}, T={args.seq}, {args.steps} steps "
+          f"(first {args.skip} untimed)" + (f"; budget {args.budget} s" if args.budget else ""), flush=True)
     if not trainers and not args.make_curve:
         print(f"ladder: no stage trainers in {args.build}/stages (build one: cmake --build --preset all)",
               flush=True)
@@ -743,6 +894,10 @@ def main(argv=None):
         checkpoint = os.path.join(out_dir, f"init_{args.model}_seed{INIT_SEED}.ckpt")
         gpt_init = os.path.join(args.build, "common", "gpt_init")
         init_cmd = [gpt_init, "--model", args.model, "--seed", str(INIT_SEED), "--out", checkpoint]
+        meta["init"] = f"gpt_init --model {args.model} --seed {INIT_SEED}"
+    else:
+        meta["model"] = os.path.basename(checkpoint)
+        meta["init"] = f"--checkpoint {os.path.relpath(checkpoint)}"
     meta["checkpoint"] = checkpoint
 
     entries = plan_entries(args, trainers, checkpoint, logs)
@@ -753,54 +908,94 @@ def main(argv=None):
         print("\nplan (dry run: nothing is run)")
         if init_cmd:
             print(f"  checkpoint: {show(init_cmd)}")
-        run_ceilings(args, out_dir, dry=True)
+        run_ceilings(args, out_dir, logs, budget, dry=True)
         for i, e in enumerate(entries, 1):
             who = "C++    " if e["kind"] == "cpp" else "PyTorch"
             what = "train_" + e["name"] if e["kind"] == "cpp" else e["short"]
             print(f"  [{i:2d}/{len(entries)}] stage {e['stage']} {who} {what}\n        {show(e['command'])}")
         if not entries:
             print("  (no entries)")
+        limits = f"each entry stopped after {args.timeout} s"
+        if args.budget:
+            limits += (f", all of it after {args.budget} s (entries that no longer fit are reported "
+                       f"'not run (budget)')")
+        print(f"  limits: {limits}; stopping is SIGINT, then SIGKILL after {args.grace} s")
         if args.make_curve:
             print(f"  then copy {entries[0]['output']} to {os.path.abspath(args.make_curve)}")
         else:
             print(f"  outputs: {out_dir}/results.{{json,csv,md,txt}}, loss.svg, throughput.svg, logs/")
         return 0
 
+    # From here on, SIGTERM too stops the running entry's process group before the ladder ends.
+    signal.signal(signal.SIGTERM, raise_interrupt)
     os.makedirs(logs, exist_ok=True)
-    if init_cmd:
-        print(f"checkpoint: {show(init_cmd)}", flush=True)
-        try:
-            proc = subprocess.run(init_cmd, capture_output=True, text=True, timeout=600)
-            ok = proc.returncode == 0
-            why = (proc.stderr or proc.stdout).strip()
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            ok, why = False, str(exc)
-        if not ok:
-            print(f"ladder.py: error: cannot make the initial checkpoint: {why}", file=sys.stderr)
-            return 2
+    results = {"meta": meta, "ceilings": None, "entries": []}
+    stop = None  # why the remaining entries are not run: "budget" or "interrupted"
+    try:
+        if init_cmd:
+            print(f"checkpoint: {show(init_cmd)}", flush=True)
+            limit, by_budget = budget.limit(600, args.grace)
+            status, why = run_tool(init_cmd, os.path.join(logs, "gpt_init.log"), limit, args.grace)
+            if status == "stopped" and by_budget:
+                stop = "budget"
+            elif status != "ok":
+                print(f"ladder.py: error: cannot make the initial checkpoint: {why}", file=sys.stderr)
+                return 2
+        header = read_checkpoint_header(checkpoint)
+        if header:
+            meta["config"] = {k: v for k, v in header.items() if k != "params"}
+            meta["params"] = header["params"]
+            meta["model_title"] = model_title(header["params"])
 
-    results = {"meta": meta, "ceilings": run_ceilings(args, out_dir, dry=False), "entries": []}
-    if not meta["gpu"] and results["ceilings"]:  # no nvidia-smi: the name bench_ceilings saw
-        meta["gpu"] = results["ceilings"].get("device_name")
-        meta["peak_flops"], meta["peak_match"] = peak_bf16(meta["gpu"])
+        if not stop:
+            results["ceilings"], spent = run_ceilings(args, out_dir, logs, budget, dry=False)
+            stop = "budget" if spent else None
+        if not meta["gpu"] and results["ceilings"]:  # no nvidia-smi: the name bench_ceilings saw
+            meta["gpu"] = results["ceilings"].get("device_name")
+    except KeyboardInterrupt:
+        stop = "interrupted"
+
     for i, e in enumerate(entries, 1):
-        run_entry(e, args, i, len(entries))
         results["entries"].append(e)
-        derive(e, meta)
+        limit, by_budget = budget.limit(args.timeout, args.grace)
+        if not stop and limit < 1:
+            stop = "budget"
+        if stop:
+            not_run(e, stop)
+            print(f"[{i:2d}/{len(entries)}] stage {e['stage']} {e['key']}: not run ({stop})", flush=True)
+            continue
+        try:
+            run_entry(e, args, i, len(entries), limit, by_budget)
+        except KeyboardInterrupt:  # between two commands: the entry has its results, or none
+            e.setdefault("status", "interrupted")
+            e.setdefault("error", "interrupted")
+            stop = "interrupted"
+        if e["status"] in ("budget", "interrupted"):
+            stop = e["status"]
+        finish_meta(results)  # the MFU denominator comes with the first C++ entry
         if e["status"] == "ok":
             mfu = f", MFU {fmt_pct(e['mfu'])}" if e.get("mfu") is not None else ""
             print(f"        ok: {e['median_ms']:.1f} ms/step, {e['tokens_per_s']:,.0f} tokens/s{mfu}, peak "
                   f"{fmt_gib(e.get('peak_memory_bytes')) or 'n/a'}, final loss {e['final_loss']:.4f} "
                   f"({e['wall_s']:.0f} s)", flush=True)
         else:
-            print(f"        {e['status'].upper()}: {e.get('error')} ({e['wall_s']:.0f} s; log {e['log']})", flush=True)
+            print(f"        {e['status'].upper()}: {e.get('error')} ({e.get('wall_s', 0):.0f} s; log {e['log']})",
+                  flush=True)
         save_results(results, out_dir)  # a ladder cut short keeps what it measured
 
+    if stop:
+        skipped = [e["key"] for e in entries if e["status"] == "not run"]
+        what = (f"the --budget of {args.budget} s was spent" if stop == "budget" else "interrupted")
+        meta["stopped"] = what + (f"; not run: {', '.join(skipped)}" if skipped else "")
+        print(f"ladder: {meta['stopped']}", flush=True)
+
     if args.make_curve:
+        save_results(results, out_dir)
         e = entries[0]
         if e["status"] != "ok":
-            print(f"ladder.py: error: the reference run failed; {args.make_curve} is unchanged", file=sys.stderr)
-            return 1
+            print(f"ladder.py: error: the reference run did not finish; {args.make_curve} is unchanged",
+                  file=sys.stderr)
+            return 130 if stop == "interrupted" else 1
         dest = os.path.abspath(args.make_curve)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copyfile(e["output"], dest + ".tmp")
@@ -814,11 +1009,13 @@ def main(argv=None):
     print()
     for path in written:
         print(f"wrote {path}")
-    failed = [e for e in entries if e["status"] != "ok"]
+    failed = [e for e in entries if e["status"] not in ("ok", "not run")]
     if failed:
         print(f"ladder: {len(failed)} of {len(entries)} entries did not finish: "
               + ", ".join(f"{e['key']} ({e['status']})" for e in failed))
-    return 1 if failed or not entries else 0
+    if stop == "interrupted":
+        return 130
+    return 1 if stop or failed or not entries else 0
 
 
 if __name__ == "__main__":

@@ -4,14 +4,15 @@
 It implements exactly the model, data order and training step of docs/formats.md, so that
 the C++ CPU reference and every GPU stage can be compared with it step by step:
 
-  - loads our .ckpt files (or initialises with the same scheme from a seed),
+  - loads our .ckpt files (the C++ tool gpt_init writes the initial one),
   - reads llm.c-format token shards in the loader order of docs/formats.md,
   - trains with torch.optim.AdamW, global-norm gradient clipping and the cosine schedule,
   - writes per-step losses, gradient norms, learning rates and timings as JSON,
     and optionally the first step's gradients and the final parameters as raw fp32.
 
-The options --precision, --attention, --compile and --vocab-pad select the PyTorch
-counterpart of each C++ stage (see tests/reference/README.md).
+The model itself is in model.py, next to this file. The options --precision, --attention,
+--compile and --vocab-pad select the PyTorch counterpart of each C++ stage (see
+tests/reference/README.md).
 
 Exit codes: 0 success, 1 training failed (non-finite loss), 2 bad input or an option this
 PyTorch cannot do, 77 PyTorch is not installed (CTest reports the test as skipped).
@@ -30,7 +31,6 @@ import time
 try:
     import numpy as np
     import torch
-    import torch.nn as nn
     import torch.nn.functional as F
 except ImportError as exc:
     # CTest maps 77 to "skipped"; REQUIRE_TORCH=1 (CI) makes a missing torch a failure.
@@ -40,22 +40,14 @@ except ImportError as exc:
     print(f"gpt2_reference: skipped: cannot import torch/numpy ({exc})", file=sys.stderr)
     sys.exit(77)
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from model import GPT, GPTConfig  # noqa: E402  (model.py, next to this file)
+
 PROG = "gpt2_reference"
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
 CKPT_MAGIC, CKPT_VERSION = 20261122, 1
 HEADER_INTS = 256  # both file kinds start with 256 int32 = 1024 bytes
 HEADER_BYTES = HEADER_INTS * 4
-GPT2_VOCAB = 50257
-
-# name: (maxT, V, L, H, C), as in docs/formats.md
-MODELS = {
-    "micro": (64, GPT2_VOCAB, 2, 4, 64),
-    "tiny": (128, GPT2_VOCAB, 4, 4, 128),
-    "d12": (1024, GPT2_VOCAB, 12, 12, 768),
-    "d24": (1024, GPT2_VOCAB, 24, 16, 1024),
-    "d36": (1024, GPT2_VOCAB, 36, 20, 1280),
-    "d48": (1024, GPT2_VOCAB, 48, 25, 1600),
-}
 
 
 class InputError(Exception):
@@ -63,28 +55,33 @@ class InputError(Exception):
 
 
 # ----------------------------------------------------------------------------------------
-# Configuration and the flat parameter layout
+# The model's sizes and the flat parameter layout of the files
 
 
-class Config:
-    def __init__(self, maxT, V, L, H, C):
-        self.maxT, self.V, self.L, self.H, self.C = maxT, V, L, H, C
-        if min(maxT, V, L, H, C) <= 0:
-            raise InputError(f"invalid model config ({self}): every size must be positive")
-        if C % H != 0:
-            raise InputError(f"invalid model config ({self}): C must be divisible by H")
+def describe(cfg):
+    """As the C++ side prints a config: "L=12 H=12 C=768 maxT=1024 V=50257"."""
+    return f"L={cfg.n_layer} H={cfg.n_head} C={cfg.n_embd} maxT={cfg.max_seq_len} V={cfg.vocab_size}"
 
-    def __str__(self):
-        return f"L={self.L} H={self.H} C={self.C} maxT={self.maxT} V={self.V}"
 
-    def as_dict(self):
-        return {"maxT": self.maxT, "V": self.V, "L": self.L, "H": self.H, "C": self.C,
-                "params": num_params(self)}
+def config_from_header(maxT, V, L, H, C):
+    """A checkpoint header's sizes as a GPTConfig; InputError if they make no model."""
+    cfg = GPTConfig(max_seq_len=maxT, vocab_size=V, n_layer=L, n_head=H, n_embd=C)
+    if min(maxT, V, L, H, C) <= 0:
+        raise InputError(f"invalid model config ({describe(cfg)}): every size must be positive")
+    if C % H != 0:
+        raise InputError(f"invalid model config ({describe(cfg)}): C must be divisible by H")
+    return cfg
+
+
+def config_dict(cfg):
+    """The sizes as written into the --out JSON, with the names of docs/formats.md."""
+    return {"maxT": cfg.max_seq_len, "V": cfg.vocab_size, "L": cfg.n_layer, "H": cfg.n_head, "C": cfg.n_embd,
+            "params": num_params(cfg)}
 
 
 def layout(cfg):
     """The 16 tensors of the flat parameter array: (name, shape, weight decay)."""
-    V, maxT, L, C = cfg.V, cfg.maxT, cfg.L, cfg.C
+    V, maxT, L, C = cfg.vocab_size, cfg.max_seq_len, cfg.n_layer, cfg.n_embd
     return [
         ("wte", (V, C), True),
         ("wpe", (maxT, C), True),
@@ -109,179 +106,73 @@ def num_params(cfg):
     return sum(math.prod(shape) for _, shape, _ in layout(cfg))
 
 
-# ----------------------------------------------------------------------------------------
-# The model
+def layout_params(model):
+    """The model's parameters grouped as the 16 tensors of layout(), in order.
+
+    Each entry is (name, weight decay, [parameters]); the block tensors list one parameter
+    per layer, layer 0 first, which is the layer-major order of the file.
+    """
+    blocks = model.blocks
+
+    def per_layer(get):
+        return [get(b) for b in blocks]
+
+    return [
+        ("wte", True, [model.wte.weight]),
+        ("wpe", True, [model.wpe.weight]),
+        ("ln1_w", False, per_layer(lambda b: b.ln1.weight)),
+        ("ln1_b", False, per_layer(lambda b: b.ln1.bias)),
+        ("qkv_w", True, per_layer(lambda b: b.attn.qkv.weight)),
+        ("qkv_b", False, per_layer(lambda b: b.attn.qkv.bias)),
+        ("attproj_w", True, per_layer(lambda b: b.attn.proj.weight)),
+        ("attproj_b", False, per_layer(lambda b: b.attn.proj.bias)),
+        ("ln2_w", False, per_layer(lambda b: b.ln2.weight)),
+        ("ln2_b", False, per_layer(lambda b: b.ln2.bias)),
+        ("fc_w", True, per_layer(lambda b: b.mlp.fc.weight)),
+        ("fc_b", False, per_layer(lambda b: b.mlp.fc.bias)),
+        ("fcproj_w", True, per_layer(lambda b: b.mlp.proj.weight)),
+        ("fcproj_b", False, per_layer(lambda b: b.mlp.proj.bias)),
+        ("lnf_w", False, [model.ln_f.weight]),
+        ("lnf_b", False, [model.ln_f.bias]),
+    ]
 
 
-class CausalSelfAttention(nn.Module):
-    def __init__(self, cfg, attention):
-        super().__init__()
-        self.n_head = cfg.H
-        self.attention = attention
-        self.qkv = nn.Linear(cfg.C, 3 * cfg.C)  # output columns are [q | k | v]
-        self.proj = nn.Linear(cfg.C, cfg.C)
-        if attention == "manual":
-            # True where query t may look at key s (s <= t). Not saved with the module.
-            mask = torch.tril(torch.ones(cfg.maxT, cfg.maxT, dtype=torch.bool))
-            self.register_buffer("causal_mask", mask, persistent=False)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        Q = C // self.n_head  # head size
-        q, k, v = self.qkv(x).split(C, dim=2)
-        # (B, T, C) -> (B, H, T, Q): head h owns columns h*Q .. (h+1)*Q-1 of q, k and v
-        q = q.view(B, T, self.n_head, Q).transpose(1, 2)
-        k = k.view(B, T, self.n_head, Q).transpose(1, 2)
-        v = v.view(B, T, self.n_head, Q).transpose(1, 2)
-        if self.attention == "sdpa":
-            # fused kernel (flash attention on a GPU); its default scale is 1/sqrt(Q) too
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            # the whole T x T score matrix, masked so that no position sees the future
-            scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Q))
-            scores = scores.masked_fill(~self.causal_mask[:T, :T], float("-inf"))
-            y = F.softmax(scores, dim=-1) @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)  # heads side by side again
-        return self.proj(y)
+# -- moving between the model and the flat file layout (V rows of wte, never the padded ones) --
 
 
-class MLP(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.fc = nn.Linear(cfg.C, 4 * cfg.C)
-        self.gelu = nn.GELU(approximate="tanh")  # GPT-2 used the tanh approximation
-        self.proj = nn.Linear(4 * cfg.C, cfg.C)
-
-    def forward(self, x):
-        return self.proj(self.gelu(self.fc(x)))
+def file_view(model, name, tensor):
+    return tensor[: model.config.vocab_size] if name == "wte" else tensor
 
 
-class Block(nn.Module):
-    """Pre-LayerNorm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
-
-    def __init__(self, cfg, attention):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.C, eps=1e-5)
-        self.attn = CausalSelfAttention(cfg, attention)
-        self.ln2 = nn.LayerNorm(cfg.C, eps=1e-5)
-        self.mlp = MLP(cfg)
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+def to_flat(model, get=lambda p: p.detach()):
+    """Concatenates get(p) for every parameter p in file layout order (fp32, CPU)."""
+    parts = [file_view(model, name, get(p)).reshape(-1)
+             for name, _, params in layout_params(model) for p in params]
+    return torch.cat([t.float().cpu() for t in parts])
 
 
-class GPT2(nn.Module):
-    def __init__(self, cfg, attention="manual", padded_vocab=None):
-        super().__init__()
-        self.cfg = cfg
-        # With padding, wte has extra rows that are zero and never used as a target.
-        self.padded_vocab = padded_vocab or cfg.V
-        self.wte = nn.Embedding(self.padded_vocab, cfg.C)
-        self.wpe = nn.Embedding(cfg.maxT, cfg.C)
-        self.blocks = nn.ModuleList(Block(cfg, attention) for _ in range(cfg.L))
-        self.ln_f = nn.LayerNorm(cfg.C, eps=1e-5)
+def unflatten(model, flat):
+    """Splits a flat file-layout tensor into {parameter: tensor shaped like it}.
 
-    def forward(self, idx, targets=None):
-        B, T = idx.shape
-        pos = torch.arange(T, device=idx.device)
-        x = self.wte(idx) + self.wpe(pos)
-        for block in self.blocks:
-            x = block(x)
-        x = self.ln_f(x)
-        # Tied output projection: the logits reuse the token embedding matrix.
-        logits = F.linear(x, self.wte.weight)
-        if self.padded_vocab != self.cfg.V:
-            # Slice the padded columns off: exactly like masking them to -inf, they get no
-            # probability mass and a zero gradient, so the loss is that of the unpadded model.
-            logits = logits[..., : self.cfg.V]
-        if targets is None:
-            return logits
-        # mean over the B*T positions, in fp32 even when the logits come out of bf16 matmuls
-        return F.cross_entropy(logits.reshape(B * T, -1).float(), targets.reshape(B * T))
+    wte comes back with the padded row count, the extra rows zero.
+    """
+    out, offset = {}, 0
+    for name, _, params in layout_params(model):
+        for p in params:
+            rows = file_view(model, name, p)
+            n = rows.numel()
+            t = torch.zeros(p.shape, dtype=torch.float32)
+            t[: rows.shape[0]] = flat[offset: offset + n].view(rows.shape)
+            out[p] = t
+            offset += n
+    assert offset == flat.numel(), "flat array does not match the layout"
+    return out
 
-    def layout_params(self):
-        """The module's parameters grouped as the 16 tensors of layout(), in order.
 
-        Each entry is (name, weight decay, [parameters]); the block tensors list one
-        parameter per layer, layer 0 first, which is the layer-major order of the file.
-        """
-        blocks = self.blocks
-
-        def per_layer(get):
-            return [get(b) for b in blocks]
-
-        return [
-            ("wte", True, [self.wte.weight]),
-            ("wpe", True, [self.wpe.weight]),
-            ("ln1_w", False, per_layer(lambda b: b.ln1.weight)),
-            ("ln1_b", False, per_layer(lambda b: b.ln1.bias)),
-            ("qkv_w", True, per_layer(lambda b: b.attn.qkv.weight)),
-            ("qkv_b", False, per_layer(lambda b: b.attn.qkv.bias)),
-            ("attproj_w", True, per_layer(lambda b: b.attn.proj.weight)),
-            ("attproj_b", False, per_layer(lambda b: b.attn.proj.bias)),
-            ("ln2_w", False, per_layer(lambda b: b.ln2.weight)),
-            ("ln2_b", False, per_layer(lambda b: b.ln2.bias)),
-            ("fc_w", True, per_layer(lambda b: b.mlp.fc.weight)),
-            ("fc_b", False, per_layer(lambda b: b.mlp.fc.bias)),
-            ("fcproj_w", True, per_layer(lambda b: b.mlp.proj.weight)),
-            ("fcproj_b", False, per_layer(lambda b: b.mlp.proj.bias)),
-            ("lnf_w", False, [self.ln_f.weight]),
-            ("lnf_b", False, [self.ln_f.bias]),
-        ]
-
-    # -- moving between the module and the flat file layout (V rows of wte, unpadded) --
-
-    def _file_view(self, name, tensor):
-        return tensor[: self.cfg.V] if name == "wte" else tensor
-
-    def flat(self, get=lambda p: p.detach()):
-        """Concatenates get(p) for every parameter p in file layout order (fp32, CPU)."""
-        parts = [self._file_view(name, get(p)).reshape(-1)
-                 for name, _, params in self.layout_params() for p in params]
-        return torch.cat([t.float().cpu() for t in parts])
-
-    def unflatten(self, flat):
-        """Splits a flat file-layout tensor into {parameter: tensor shaped like it}.
-
-        wte comes back with the padded row count, the extra rows zero.
-        """
-        out, offset = {}, 0
-        for name, _, params in self.layout_params():
-            for p in params:
-                rows = self._file_view(name, p)
-                n = rows.numel()
-                t = torch.zeros(p.shape, dtype=torch.float32)
-                t[: rows.shape[0]] = flat[offset: offset + n].view(rows.shape)
-                out[p] = t
-                offset += n
-        assert offset == flat.numel(), "flat array does not match the layout"
-        return out
-
-    @torch.no_grad()
-    def load_flat(self, flat):
-        for p, t in self.unflatten(flat).items():
-            p.copy_(t)
-
-    @torch.no_grad()
-    def init_weights(self, seed):
-        """The initialisation scheme of docs/formats.md, from torch's own generator.
-
-        Same distributions as the C++ side, not the same numbers.
-        """
-        gen = torch.Generator().manual_seed(seed)
-        resid_std = 0.02 / math.sqrt(2 * self.cfg.L)  # the two projections into the residual
-        for name, decays, params in self.layout_params():
-            for p in params:
-                if name in ("attproj_w", "fcproj_w"):
-                    p.normal_(0.0, resid_std, generator=gen)
-                elif decays:  # the other matrices and both embeddings
-                    p.normal_(0.0, 0.02, generator=gen)
-                elif name.startswith("ln") and name.endswith("_w"):
-                    p.fill_(1.0)
-                else:  # biases
-                    p.zero_()
-        self.wte.weight[self.cfg.V:].zero_()
+@torch.no_grad()
+def load_flat(model, flat):
+    for p, t in unflatten(model, flat).items():
+        p.copy_(t)
 
 
 # ----------------------------------------------------------------------------------------
@@ -358,7 +249,7 @@ def load_checkpoint(path):
     if header[1] != CKPT_VERSION:
         raise InputError(f"{where}: unsupported version {header[1]}")
     try:
-        cfg = Config(*(int(v) for v in header[2:7]))
+        cfg = config_from_header(*(int(v) for v in header[2:7]))
     except InputError as exc:
         raise InputError(f"{where}: {exc}") from None
     step, has_opt, count = int(header[7]), int(header[8]), int(header[9])
@@ -550,30 +441,25 @@ def set_precision(precision):
 
 
 def build_model(args, device):
-    """Returns (model, start_step, optimizer_state) from --checkpoint or --init-seed/--model."""
-    if args.checkpoint:
-        cfg, ckpt_step, params, m, v = load_checkpoint(args.checkpoint)
-    else:
-        cfg = Config(*MODELS[args.model])
-    padded = (cfg.V + args.vocab_pad - 1) // args.vocab_pad * args.vocab_pad
-    model = GPT2(cfg, attention=args.attention, padded_vocab=padded)
+    """Returns (model, start_step, optimizer_state) from --checkpoint: its header gives the
+    model's sizes, its payload the parameters (and, with --resume, the AdamW state)."""
+    cfg, ckpt_step, params, m, v = load_checkpoint(args.checkpoint)
+    padded = (cfg.vocab_size + args.vocab_pad - 1) // args.vocab_pad * args.vocab_pad
+    model = GPT(cfg, attention=args.attention, padded_vocab=padded)
+    load_flat(model, params)
     opt_state, start = None, 0
-    if args.checkpoint:
-        model.load_flat(params)
-        if args.resume:
-            if m is None:
-                raise InputError(f"checkpoint {args.checkpoint}: --resume needs optimizer state, "
-                                 "and this checkpoint has none")
-            opt_state, start = (m, v), ckpt_step
-    else:
-        model.init_weights(args.init_seed)
+    if args.resume:
+        if m is None:
+            raise InputError(f"checkpoint {args.checkpoint}: --resume needs optimizer state, "
+                             "and this checkpoint has none")
+        opt_state, start = (m, v), ckpt_step
     return model.to(device), start, opt_state
 
 
 def make_optimizer(model, args):
     """AdamW with two groups: weight decay for matrices and embeddings, none for the rest."""
     decay, no_decay = [], []
-    for _, decays, params in model.layout_params():
+    for _, decays, params in layout_params(model):
         (decay if decays else no_decay).extend(params)
     groups = [{"params": decay, "weight_decay": args.weight_decay},
               {"params": no_decay, "weight_decay": 0.0}]
@@ -583,7 +469,7 @@ def make_optimizer(model, args):
 
 def load_optimizer_state(optimizer, model, m, v, step):
     """Puts the checkpoint's AdamW moments into torch's AdamW, which counts `step` taken."""
-    m_of, v_of = model.unflatten(m), model.unflatten(v)
+    m_of, v_of = unflatten(model, m), unflatten(model, v)
     state_dict = optimizer.state_dict()
     for group, saved in zip(optimizer.param_groups, state_dict["param_groups"]):
         for p, index in zip(group["params"], saved["params"]):
@@ -603,13 +489,13 @@ def train(args):
     device = torch.device(args.device)
 
     model, start, opt_state = build_model(args, device)
-    cfg = model.cfg
-    if args.seq > cfg.maxT:
-        raise InputError(f"--seq {args.seq} is longer than the model's context maxT={cfg.maxT}")
+    cfg = model.config
+    if args.seq > cfg.max_seq_len:
+        raise InputError(f"--seq {args.seq} is longer than the model's context maxT={cfg.max_seq_len}")
     if start >= args.steps:
         raise InputError(f"checkpoint is at step {start}; --steps {args.steps} leaves nothing to do "
                          "(--steps counts the whole run, resumed steps included)")
-    loader = DataLoader(find_train_shards(args.data), args.batch, args.seq, cfg.V)
+    loader = DataLoader(find_train_shards(args.data), args.batch, args.seq, cfg.vocab_size)
     for _ in range(start):  # a resumed run continues where the data order left off
         loader.next_batch()
 
@@ -628,7 +514,7 @@ def train(args):
         torch.cuda.reset_peak_memory_stats(device)
 
     print(f"{PROG}: torch {torch.__version__} on {device.type} ({device_name(device)}), "
-          f"model {cfg} ({num_params(cfg):,} params, padded V={model.padded_vocab}), "
+          f"model {describe(cfg)} ({num_params(cfg):,} params, padded V={model.padded_vocab}), "
           f"B={args.batch} T={args.seq}, steps {start}..{args.steps - 1}, precision {args.precision}, "
           f"attention {args.attention}{', compiled' if args.compile else ''}", flush=True)
 
@@ -645,7 +531,7 @@ def train(args):
             loss = run(x, y)
         loss.backward()
         if step == start and args.grads_out:
-            write_raw_f32(args.grads_out, model.flat(lambda p: p.grad))
+            write_raw_f32(args.grads_out, to_flat(model, lambda p: p.grad))
         norm = clip_grad_norm(params, args.grad_clip)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -673,7 +559,7 @@ def train(args):
           flush=True)
 
     if args.params_out:
-        write_raw_f32(args.params_out, model.flat())
+        write_raw_f32(args.params_out, to_flat(model))
     if args.out:
         settings = dict(vars(args))
         settings.update(padded_vocab=model.padded_vocab, first_step=start, tokens_per_step=tokens_per_step)
@@ -681,7 +567,7 @@ def train(args):
             "torch_version": torch.__version__,
             "device": device.type,
             "device_name": device_name(device),
-            "config": cfg.as_dict(),
+            "config": config_dict(cfg),
             "settings": settings,
             "losses": losses,
             "grad_norms": [n if math.isfinite(n) else None for n in norms],  # JSON has no NaN
@@ -707,17 +593,16 @@ def parse_args(argv=None):
     p = OneLineParser(
         prog=PROG,
         description="Independent PyTorch GPT-2 reference: trains on llm.c token shards from our "
-                    ".ckpt checkpoint (or a seeded init) and writes losses, gradient norms, "
+                    ".ckpt checkpoint (gpt_init writes one) and writes losses, gradient norms, "
                     "learning rates and timings (docs/formats.md).",
         epilog="Exit codes: 0 ok, 1 non-finite loss, 2 bad input or unsupported option, "
                "77 torch not installed.")
-    g = p.add_argument_group("model (give --checkpoint, or --model with --init-seed)")
-    g.add_argument("--checkpoint", metavar="PATH", help="our .ckpt file: initial parameters and config")
+    g = p.add_argument_group("model")
+    g.add_argument("--checkpoint", required=True, metavar="PATH",
+                   help="our .ckpt file: the model's sizes and initial parameters "
+                        "(a fresh one: gpt_init --model d12 --out PATH)")
     g.add_argument("--resume", action="store_true",
                    help="also load the checkpoint's AdamW state and continue from its step count")
-    g.add_argument("--model", choices=list(MODELS), help="named size to initialise from a seed")
-    g.add_argument("--init-seed", type=int, default=0, metavar="N",
-                   help="seed for --model (same scheme as the C++ init, not the same numbers; default 0)")
     g.add_argument("--vocab-pad", type=int, default=1, metavar="M",
                    help="pad the vocabulary to a multiple of M (zero rows; padded logits sliced off "
                         "before the loss); default 1 = no padding")
@@ -766,10 +651,6 @@ def parse_args(argv=None):
                    help="steps left out of the tokens/s median (default 3)")
     args = p.parse_args(argv)
 
-    if bool(args.checkpoint) == bool(args.model):
-        p.error("give either --checkpoint PATH or --model NAME (with --init-seed N)")
-    if args.resume and not args.checkpoint:
-        p.error("--resume needs --checkpoint")
     for name in ("batch", "seq", "steps", "vocab_pad"):
         if getattr(args, name) <= 0:
             p.error(f"--{name.replace('_', '-')} must be positive")

@@ -19,7 +19,7 @@ import unittest
 
 try:
     import numpy as np
-    import torch  # noqa: F401  (the reference needs it; skip cleanly without)
+    import torch
 except ImportError as exc:
     # CTest maps 77 to "skipped"; REQUIRE_TORCH=1 (CI) makes a missing torch a failure.
     if os.environ.get("REQUIRE_TORCH") == "1":
@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE = os.path.join(HERE, "gpt2_reference.py")
 sys.path.insert(0, HERE)
 import gpt2_reference  # noqa: E402  (only for its hash function)
+import model  # noqa: E402  (the model alone, tests/reference/model.py)
 
 V = 50257
 # A small model with the real vocabulary: quick on a CPU, and its loss at init is ln(V).
@@ -329,13 +330,20 @@ class ReferenceTest(unittest.TestCase):
         _, ckpt, shard, _ = self.small_setup(seed=4, scheme=True)
         res = self.train(ckpt, shard, B=4, T=16)
         self.assertLess(abs(res["losses"][0] - math.log(V)), 0.1, res["losses"])
-        out = self.path("micro.json")
-        self.run_ref("--model", "micro", "--init-seed", 7, "--data", shard, "--batch", 2, "--seq", 32,
-                     "--steps", 1, "--out", out)
-        with open(out) as f:
-            micro = json.load(f)
-        self.assertEqual(micro["config"]["params"], 3320640)
-        self.assertLess(abs(micro["losses"][0] - math.log(V)), 0.1, micro["losses"])
+
+    def test_model_file_alone(self):
+        # model.py is usable on its own: no files, only sizes. Its parameters are those of the
+        # file layout (wte tied to the output, so counted once), with padding on top.
+        cfg = model.GPTConfig(max_seq_len=SMALL["maxT"], vocab_size=V, n_layer=SMALL["L"], n_head=SMALL["H"],
+                              n_embd=SMALL["C"])
+        n = sum(int(np.prod(shape)) for _, shape in layout(SMALL))
+        for padded in (None, V + 47):
+            gpt = model.GPT(cfg, padded_vocab=padded)
+            extra = (padded - V) * SMALL["C"] if padded else 0
+            self.assertEqual(sum(p.numel() for p in gpt.parameters()), n + extra)
+            idx = torch.randint(0, V, (2, 5))
+            self.assertEqual(tuple(gpt(idx).shape), (2, 5, V))  # padded logits are cut off
+            self.assertTrue(torch.isfinite(gpt(idx, idx)))
 
     def test_overfit_one_batch(self):
         B, T = 2, 8

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Self-test of the benchmark ladder's plumbing (tests/bench/ladder.py), on the CPU.
+
+    python3 tests/reference/test_ladder.py          (CTest: ladder_selftest, label cpu)
+
+The ladder measures GPUs, but what it takes from the trainers and how it runs and stops
+them can be checked anywhere, with no GPU and no torch:
+
+  - the C++ trainer's "start" event carries the model's sizes, its parameter count, the FLOPs
+    per token and the peak (null on the CPU), and they agree with the checkpoint's header;
+  - the ladder takes its numbers from there: the PyTorch entries' MFU uses the C++ entries'
+    denominator;
+  - a --timeout, a spent --budget and Ctrl-C stop an entry's whole process group (SIGINT,
+    then SIGKILL), the entries left are reported "not run", and the results are written;
+  - --dry-run needs nothing but the build tree's file names.
+
+The real CPU trainer and gpt_init come from the environment (GPT_CPU_TRAINER, GPT_INIT_TOOL;
+CTest sets both); without them those two tests are skipped. Everything else uses small
+stand-in scripts written into a temporary directory.
+"""
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LADDER = os.path.join(os.path.dirname(HERE), "bench", "ladder.py")
+TRAINER = os.environ.get("GPT_CPU_TRAINER")
+GPT_INIT = os.environ.get("GPT_INIT_TOOL")
+
+# A stand-in for a C++ trainer: writes a start event and steps like common/train/loop.h.
+# MODE slow: also starts a child, then waits to be stopped; stubborn: both ignore SIGINT.
+FAKE_TRAINER = '''\
+import json, os, signal, subprocess, sys, time
+MODE = {mode!r}
+log = sys.argv[sys.argv.index("--log") + 1]
+B, T = (int(sys.argv[sys.argv.index(k) + 1]) for k in ("--batch", "--seq"))
+with open(log, "w") as f:
+    f.write(json.dumps({{"type": "start", "stage": "fake", "device": "Fake GPU", "params": 1000,
+                        "config": {{"max_seq_len": 64}}, "flops_per_token": 6000.0,
+                        "peak_flops": 1e9, "peak_match": "Fake"}}) + "\\n")
+    f.flush()
+    if MODE != "quick":
+        if MODE == "stubborn":
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the child inherits this too
+        child = subprocess.Popen(["sleep", "300"])
+        with open(os.path.join(os.path.dirname(log), "child.pid"), "w") as p:
+            p.write(str(child.pid))
+        time.sleep(300)
+    for step in range(3):
+        f.write(json.dumps({{"type": "step", "step": step, "loss": 10.0 - step, "ms": 10.0}}) + "\\n")
+    f.write(json.dumps({{"type": "summary", "peak_memory_bytes": 1234}}) + "\\n")
+'''
+
+# A stand-in for the Python that runs gpt2_reference.py: writes its --out JSON.
+FAKE_PYTHON = '''\
+import json, sys
+out = sys.argv[sys.argv.index("--out") + 1]
+with open(out, "w") as f:
+    json.dump({"losses": [10.0, 9.0, 8.0], "step_ms": [20.0, 20.0, 20.0], "peak_memory_bytes": 99,
+               "device_name": "Fake GPU", "torch_version": "fake"}, f)
+'''
+
+
+def write_script(path, body):
+    with open(path, "w") as f:
+        f.write(f"#!{sys.executable}\n" + body)
+    os.chmod(path, 0o755)
+
+
+def write_checkpoint_header(path, maxT, V, L, H, C, params):
+    """Only the header of docs/formats.md: all the ladder reads of a checkpoint."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<10i", 20261122, 1, maxT, V, L, H, C, 0, 0, params) + bytes(4 * 246))
+
+
+def write_shard(path, tokens):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<3i", 20240520, 1, len(tokens)) + bytes(4 * 253))
+        f.write(struct.pack(f"<{len(tokens)}H", *tokens))
+
+
+def gone(pid, wait=5.0):
+    """Whether a process has ended (within `wait` seconds: a signal takes a moment). A zombie
+    that nobody has reaped yet counts as ended."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+
+
+class LadderTest(unittest.TestCase):
+    def setUp(self):
+        self._tmp = tempfile.TemporaryDirectory()
+        self.dir = self._tmp.name
+        self.build = os.path.join(self.dir, "build")
+        self.data = os.path.join(self.dir, "data")
+        self.out = os.path.join(self.dir, "out")
+        for d in ("stages", "common"):
+            os.makedirs(os.path.join(self.build, d))
+        os.makedirs(self.data)
+        write_shard(os.path.join(self.data, "x_train_000.bin"), [(i * 7919) % 50257 for i in range(2000)])
+        self.ckpt = os.path.join(self.dir, "init.ckpt")
+        write_checkpoint_header(self.ckpt, 1024, 50257, 12, 12, 768, 124439808)
+        self.fake_python = os.path.join(self.dir, "fake_python")
+        write_script(self.fake_python, FAKE_PYTHON)
+
+    def tearDown(self):
+        self._tmp.cleanup()
+
+    def trainer(self, stage, mode):
+        write_script(os.path.join(self.build, "stages", f"train_{stage}_{mode}"), FAKE_TRAINER.format(mode=mode))
+
+    def ladder_args(self, *extra, checkpoint=True):
+        """The ladder on the stand-ins; checkpoint=False: it makes one with the build's gpt_init."""
+        return [sys.executable, LADDER, "--build", self.build, "--data", self.data, "--out", self.out,
+                *(["--checkpoint", self.ckpt] if checkpoint else []), "--batch", "2", "--seq", "32",
+                "--steps", "3", "--skip", "1", "--python", self.fake_python, "--no-plot", *map(str, extra)]
+
+    def ladder(self, *extra, expect):
+        t0 = time.monotonic()
+        proc = subprocess.run(self.ladder_args(*extra), capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, expect, proc.stdout + proc.stderr)
+        return proc, time.monotonic() - t0
+
+    def results(self):
+        with open(os.path.join(self.out, "results.json")) as f:
+            return json.load(f)
+
+    def entries(self):
+        return {e["key"]: e for e in self.results()["entries"]}
+
+    def child_pid(self):
+        with open(os.path.join(self.out, "logs", "child.pid")) as f:
+            return int(f.read())
+
+    # -- the start event ------------------------------------------------------------------
+
+    @unittest.skipUnless(TRAINER and GPT_INIT, "GPT_CPU_TRAINER and GPT_INIT_TOOL are not set")
+    def test_cpu_trainer_start_event(self):
+        ckpt, log = os.path.join(self.dir, "micro.ckpt"), os.path.join(self.dir, "run.jsonl")
+        subprocess.run([GPT_INIT, "--model", "micro", "--out", ckpt], check=True, capture_output=True)
+        T = 32
+        subprocess.run([TRAINER, "--init", ckpt, "--data", self.data, "--batch", "2", "--seq", str(T),
+                        "--steps", "1", "--val-every", "0", "--sample-every", "0", "--threads", "1",
+                        "--log", log], check=True, capture_output=True)
+        with open(log) as f:
+            start = json.loads(f.readline())
+        with open(ckpt, "rb") as f:
+            magic, _, maxT, V, L, H, C, _, _, params = struct.unpack("<10i", f.read(40))
+        self.assertEqual(start["type"], "start")
+        for key in ("stage", "device", "model", "batch", "seq", "micro_batches", "world"):
+            self.assertIn(key, start)  # the fields it always had
+        self.assertEqual(start["config"], {"max_seq_len": maxT, "vocab_size": V, "n_layer": L, "n_head": H,
+                                           "n_embd": C})
+        self.assertEqual(start["params"], params)
+        # docs: 6N + 12·L·H·Q·T, computed here only to check the trainer's number
+        self.assertEqual(start["flops_per_token"], 6 * params + 12 * L * H * (C // H) * T)
+        self.assertIsNone(start["peak_flops"])  # the CPU has no entry in the GPU peak table
+        self.assertIsNone(start["peak_match"])
+
+    @unittest.skipUnless(TRAINER and GPT_INIT, "GPT_CPU_TRAINER and GPT_INIT_TOOL are not set")
+    def test_ladder_with_the_cpu_trainer(self):
+        os.symlink(TRAINER, os.path.join(self.build, "stages", "train_00_cpu_reference"))
+        os.symlink(GPT_INIT, os.path.join(self.build, "common", "gpt_init"))
+        proc = subprocess.run(self.ladder_args("--model", "micro", "--torch", "none", checkpoint=False),
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        meta, e = self.results()["meta"], self.entries()["cpp_00"]
+        self.assertEqual(e["status"], "ok")
+        self.assertEqual(meta["params"], 3320640)  # micro, from the checkpoint gpt_init wrote
+        self.assertEqual(meta["model_title"], "3M")
+        self.assertEqual(meta["flops_per_token"], e["start"]["flops_per_token"])
+        self.assertIsNone(e["mfu"])  # no peak on the CPU: no MFU, and the table says why
+        self.assertIn("MFU: not reported", proc.stdout)
+
+    # -- the numbers the ladder takes from the start event -----------------------------------
+
+    def test_pytorch_entries_use_the_cpp_denominator(self):
+        self.trainer("00", "quick")
+        self.ladder("--torch", "fp32", "--stages", "00", expect=0)
+        meta, e = self.results()["meta"], self.entries()
+        self.assertEqual((meta["flops_per_token"], meta["peak_flops"], meta["peak_match"], meta["mfu_from"]),
+                         (6000.0, 1e9, "Fake", "cpp_00"))
+        self.assertEqual((meta["params"], meta["model_title"]), (124439808, "124M"))  # the checkpoint's header
+        for key, ms in (("cpp_00", 10.0), ("torch_fp32", 20.0)):
+            tokens_per_s = 2 * 32 / (ms / 1000)
+            self.assertAlmostEqual(e[key]["mfu"], tokens_per_s * 6000.0 / 1e9, places=12)
+        with open(os.path.join(self.out, "results.txt")) as f:
+            self.assertIn("'Fake' in common/cuda/device.cuh (from the start event of cpp_00)", f.read())
+        # --results-only renders the same from results.json alone
+        proc = subprocess.run([sys.executable, LADDER, "--results-only", os.path.join(self.out, "results.json"),
+                               "--out", os.path.join(self.dir, "again"), "--no-plot"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def test_no_cpp_entry_no_mfu(self):
+        self.ladder("--torch", "fp32", "--stages", "none", expect=0)
+        self.assertIsNone(self.entries()["torch_fp32"]["mfu"])
+        with open(os.path.join(self.out, "results.txt")) as f:
+            self.assertIn("MFU: not reported (no C++ trainer", f.read())
+
+    # -- stopping ------------------------------------------------------------------------------
+
+    def test_timeout_stops_the_group_and_goes_on(self):
+        self.trainer("00", "slow")
+        self.trainer("01", "quick")
+        self.ladder("--torch", "none", "--timeout", 2, "--grace", 5, expect=1)
+        e = self.entries()
+        self.assertEqual(e["cpp_00"]["status"], "timeout")
+        self.assertIn("timed out", e["cpp_00"]["error"])
+        self.assertEqual(e["cpp_00"]["start"]["flops_per_token"], 6000.0)  # read from the cut-off log
+        self.assertEqual(e["cpp_01"]["status"], "ok")
+        self.assertTrue(gone(self.child_pid()), "the entry's child outlived it")
+
+    def test_budget_stops_everything_and_writes_results(self):
+        self.trainer("00", "stubborn")  # ignores SIGINT: only SIGKILL ends it
+        self.trainer("01", "quick")
+        budget, grace = 5, 1
+        _, wall = self.ladder("--torch", "fp32", "--timeout", 100, "--budget", budget, "--grace", grace, expect=1)
+        self.assertLess(wall, budget + 5)  # the budget holds, with room for a busy machine
+        e = self.entries()
+        self.assertEqual(e["cpp_00"]["status"], "budget")
+        for key in ("torch_fp32", "cpp_01"):
+            self.assertEqual((e[key]["status"], e[key]["error"]), ("not run", "budget"))
+        self.assertTrue(gone(self.child_pid()), "the entry's child outlived it")
+        with open(os.path.join(self.out, "results.txt")) as f:
+            text = f.read()
+        self.assertIn("not run (budget)", text)
+        self.assertIn("Stopped early: the --budget of 5 s was spent", text)
+        self.assertTrue(os.path.exists(os.path.join(self.out, "results.md")))
+
+    def test_ctrl_c_stops_the_group_and_writes_results(self):
+        self.trainer("00", "slow")
+        self.trainer("01", "quick")
+        proc = subprocess.Popen(self.ladder_args("--torch", "none", "--grace", 5), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        pid_file = os.path.join(self.out, "logs", "child.pid")
+        deadline = time.monotonic() + 60
+        while not (os.path.exists(pid_file) and os.path.getsize(pid_file)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGINT)  # what a Ctrl-C at the terminal sends the ladder
+        output, _ = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 130, output)
+        e = self.entries()
+        self.assertEqual(e["cpp_00"]["status"], "interrupted")
+        self.assertEqual((e["cpp_01"]["status"], e["cpp_01"]["error"]), ("not run", "interrupted"))
+        self.assertTrue(gone(self.child_pid()), "the entry's child outlived the Ctrl-C")
+        self.assertTrue(os.path.exists(os.path.join(self.out, "results.txt")))
+
+    # -- planning only -----------------------------------------------------------------------
+
+    def test_dry_run(self):
+        self.trainer("00", "quick")
+        os.remove(os.path.join(self.data, "x_train_000.bin"))  # a dry run needs no data either
+        proc, _ = self.ladder("--dry-run", "--budget", 450, "--timeout", 240, expect=0)
+        self.assertIn("train_00_quick", proc.stdout)
+        self.assertIn("gpt2_reference.py", proc.stdout)
+        self.assertIn("not run (budget)", proc.stdout)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "results.json")))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
