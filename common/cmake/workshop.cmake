@@ -284,6 +284,13 @@ function(gpt_exercises stage_dir out_var)
   set(${out_var} "${found}" PARENT_SCOPE)
 endfunction()
 
+# gpt_exercise_item(<item> <name var> <tests var>): the two parts of one gpt_exercises item.
+function(gpt_exercise_item item name_var tests_var)
+  string(REGEX MATCH "^([^|]*)\\|(.*)$" _ "${item}")
+  set(${name_var} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+  set(${tests_var} "${CMAKE_MATCH_2}" PARENT_SCOPE)
+endfunction()
+
 # --- The participant's copy ------------------------------------------------------------------
 
 # gpt_workshop_sync(SOURCE <stages dir> COPY <dir> PRISTINE <dir> STAGE <stage dir name>

@@ -1,0 +1,12 @@
+# bench_stageNN: the kernel benchmark of one stage, built like test_stageNN (tests/bench/README.md,
+# "The kernel benchmark"): tests/bench/kernel_bench.cuh compiled with the stage's policy.
+# gpt_add_stage_bench(<NN>) is called by stages/CMakeLists.txt with GPT_STAGE_HEADER and
+# GPT_STAGE_TYPE set for the stage. A benchmark, not a test: it is not registered with CTest.
+# The executable goes next to test_stageNN and the trainers: <build>/stages/bench_stageNN.
+function(gpt_add_stage_bench num)
+  configure_file(${PROJECT_SOURCE_DIR}/tests/bench/bench_stage.cu.in ${CMAKE_CURRENT_BINARY_DIR}/bench_stage${num}.cu
+                 @ONLY)
+  add_executable(bench_stage${num} ${CMAKE_CURRENT_BINARY_DIR}/bench_stage${num}.cu)
+  target_link_libraries(bench_stage${num} PRIVATE gpt_cuda)
+  target_include_directories(bench_stage${num} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+endfunction()

@@ -1,0 +1,849 @@
+// bench_stageNN: the kernel benchmark of one stage. Every op of the stage, forward and backward,
+// at the shapes of GPT-2 124M (one layer's ops: C = 768, 12 heads of 64, V = 50257, T = 1024), for
+// each batch size asked for: the median time of warm runs, the bytes and FLOPs the op must at
+// least move and compute (op_cost.h), the GB/s and TFLOP/s that makes, and the fraction of the
+// ceiling that bounds the op (copy bandwidth or bf16 GEMM throughput), measured on the same GPU
+// in the same run (measure.cuh, shared with bench_ceilings).
+//
+// The ops are called through Ops<S>, exactly as the model graph calls them (common/train/gpt.h):
+// a stage that overrides an op, or fills a fusion slot with a fused kernel, is measured with its
+// own kernel, and nothing here changes. bench_stage.cu.in compiles this file once per stage.
+// Usage and the meaning of every number: tests/bench/README.md, "The kernel benchmark".
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <regex>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "cuda/buffer.cuh"
+#include "cuda/check.cuh"
+#include "cuda/device.cuh"
+#include "measure.cuh"
+#include "model/config.h"
+#include "model/params.h"
+#include "op_cost.h"
+#include "train/optimizer.h"
+#include "train/policy.h"
+
+namespace gpt::bench {
+
+// ---- the command line -------------------------------------------------------------------------
+
+struct KernelBenchOptions {
+    std::vector<int> batches{8, 16};
+    int seq = 1024;
+    int warmup = 3;
+    int iters = 20;
+    std::string ops;  // a regular expression over "op pass"; empty: every row
+    std::string json;  // empty: no JSON file
+};
+
+inline std::string kernel_bench_usage(const std::string& program, const std::string& stage) {
+    return "usage: " + program + " [options]\n\n"
+           "Times every op of stage " + stage + ", forward and backward, at the shapes of GPT-2 124M\n"
+           "(one layer's ops: C=768, 12 heads of 64, V=50257), and reads each against the ceiling that\n"
+           "bounds it (copy bandwidth or bf16 GEMM throughput), measured on GPU 0 in the same run.\n"
+           "See tests/bench/README.md, \"The kernel benchmark\".\n\n"
+           "  --batch LIST   batch sizes, comma-separated [8,16]\n"
+           "  --seq T        sequence length, 1 to 1024 [1024]\n"
+           "  --warmup N     untimed runs of each op before timing it, at least 1 [3]\n"
+           "  --iters N      timed runs of each op; the median is reported [20]\n"
+           "  --ops REGEX    only the rows whose \"op pass\" matches, ignoring case:\n"
+           "                 'lm_head', '^Matmul ', 'backward', 'Classifier' [every row]\n"
+           "  --json PATH    also write every number as JSON\n"
+           "  --help         this text\n\n"
+           "Exit status: 0 every row measured or skipped (a row that needs more device memory than\n"
+           "is free is skipped, and says so), 1 an op failed or a CUDA error, 2 a bad option,\n"
+           "3 no usable GPU (none, or one older than sm_80).\n";
+}
+
+inline std::vector<int> parse_batch_list(const std::string& option, const std::string& value) {
+    std::vector<int> batches;
+    size_t start = 0;
+    while (true) {
+        const size_t comma = value.find(',', start);
+        const std::string part = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        batches.push_back(static_cast<int>(parse_whole_number(option, part, 1, 1024)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return batches;
+}
+
+inline std::regex ops_regex(const std::string& pattern) {
+    try {
+        return std::regex(pattern, std::regex::ECMAScript | std::regex::icase);
+    } catch (const std::regex_error& e) {
+        throw UsageError("option --ops: '" + pattern + "' is not a regular expression (" + e.what() + ")");
+    }
+}
+
+inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int max_seq, bool& help) {
+    KernelBenchOptions o;
+    for (const auto& [option, value] :
+         option_pairs(argc, argv, {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json"}, help)) {
+        if (option == "--batch") o.batches = parse_batch_list(option, value);
+        else if (option == "--seq") o.seq = static_cast<int>(parse_whole_number(option, value, 1, max_seq));
+        else if (option == "--warmup") o.warmup = static_cast<int>(parse_whole_number(option, value, 1, 1000));
+        else if (option == "--iters") o.iters = static_cast<int>(parse_whole_number(option, value, 1, 10000));
+        else if (option == "--ops") {
+            ops_regex(value);  // a bad pattern is a usage error now, not after the ceilings
+            o.ops = value;
+        } else {
+            if (value.empty()) throw UsageError("option --json needs a path");
+            o.json = value;
+        }
+    }
+    return o;
+}
+
+// ---- what one row of the table holds ------------------------------------------------------------
+
+struct Row {
+    std::string op;      // the policy's name for it, and which of the model's matmuls: "Matmul qkv"
+    std::string pass;    // "forward", "backward", "forward+backward" or "step"
+    std::string shape;   // the sizes, named as in the op's signature
+    std::string source;  // the file the op comes from (the policy's op table)
+    int batch = 0, seq = 0;  // 0: the op does not depend on them (the optimizer)
+    Cost cost;
+    std::string status;  // "ok", "skipped" or "failed"
+    std::string reason;  // why it was skipped or failed
+    double ms_median = std::numeric_limits<double>::quiet_NaN();
+    double ms_min = std::numeric_limits<double>::quiet_NaN();
+    double ms_max = std::numeric_limits<double>::quiet_NaN();
+
+    std::string name() const { return op + " " + pass; }  // what --ops matches
+    const char* bound() const { return cost.matmul_like() ? "matmul" : "bandwidth"; }
+    double gb_per_s() const { return cost.bytes / (ms_median / 1e3) / 1e9; }
+    double tflops() const {
+        return cost.matmul_like() ? cost.flops / (ms_median / 1e3) / 1e12 : std::numeric_limits<double>::quiet_NaN();
+    }
+    // Of the ceiling that bounds the op: matrix products against the GEMM, the rest against the copy.
+    double ceiling_fraction(const CopyCeiling& copy, const GemmCeiling& gemm) const {
+        return cost.matmul_like() ? tflops() / gemm.tflops : gb_per_s() / copy.gb_per_s;
+    }
+};
+
+// ---- the L2 cache, emptied before every timed run ---------------------------------------------
+
+// Reads its buffer (twice the L2 size) so that the next op finds none of its own data in the L2
+// cache and reads it from DRAM, as the copy ceiling does. Reading, not writing: written lines
+// would sit dirty in L2 and be written back while the next op is being timed.
+static __global__ void read_through_kernel(const uint4* p, size_t n, unsigned* sink) {
+    unsigned acc = 0;
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+        const uint4 v = p[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x9e3779b9u) *sink = acc;  // hardly ever true: it only keeps the loads from being removed
+}
+
+class L2Flush {
+  public:
+    explicit L2Flush(cudaStream_t stream) : stream_(stream) {
+        int l2_bytes = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, 0));
+        n_ = 2 * size_t(l2_bytes) / sizeof(uint4);
+        buffer_ = cuda::DeviceBuffer<uint4>(n_);
+        sink_ = cuda::DeviceBuffer<unsigned>(1);
+        CUDA_CHECK(cudaMemsetAsync(buffer_.data(), 1, n_ * sizeof(uint4), stream_));
+    }
+    void operator()() {
+        if (n_ == 0) return;
+        read_through_kernel<<<fill_blocks(n_), 256, 0, stream_>>>(buffer_.data(), n_, sink_.data());
+        LAUNCH_CHECK();
+    }
+
+  private:
+    cudaStream_t stream_;
+    size_t n_ = 0;
+    cuda::DeviceBuffer<uint4> buffer_;
+    cuda::DeviceBuffer<unsigned> sink_;
+};
+
+// An op that cannot get the device memory it needs: its rows are skipped, the run goes on.
+struct OutOfDeviceMemory : Error {
+    using Error::Error;
+};
+
+inline std::string gib(double bytes) {
+    char s[32];
+    std::snprintf(s, sizeof(s), "%.2f GiB", bytes / 1073741824.0);
+    return s;
+}
+
+inline std::string utc_now() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char s[32];
+    std::strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return s;
+}
+
+// ---- the benchmark ------------------------------------------------------------------------------
+
+template <class S>
+class KernelBench {
+  public:
+    using act_t = typename S::act_t;
+    using O = Ops<S>;
+
+    KernelBench(const KernelBenchOptions& options, const GPTConfig& config, std::string program, std::string command)
+        : options_(options), filter_(ops_regex(options.ops)), program_(std::move(program)),
+          command_(std::move(command)), C_(config.n_embd), NH_(config.n_head), V_(config.vocab_size),
+          Vp_(config.padded_vocab(S::kVocabMultiple)), maxT_(config.max_seq_len), config_(config) {
+        for (const OpRow& row : op_table<S>()) op_sources_.push_back(row);
+    }
+
+    // Lists the rows without touching the GPU: an --ops pattern that matches none of them is a
+    // usage error, found before anything is measured.
+    void plan() {
+        planning_ = true;
+        visit_all_ops();
+        planning_ = false;
+        if (planned_rows_ == 0) {
+            std::string names;
+            for (const std::string& op : planned_ops_) names += (names.empty() ? "" : ", ") + op;
+            throw UsageError("option --ops: '" + options_.ops + "' matches no row; the ops are " + names +
+                             ", each with its passes (forward, backward, forward+backward, step)");
+        }
+    }
+
+    // Measures the ceilings, then every planned row, printing the table as it goes. Returns the
+    // exit status: kExitError when an op failed.
+    int run() {
+        const auto start = std::chrono::steady_clock::now();
+        ctx_ = std::make_unique<typename S::Context>(stage_tag<S>);
+        print_banner();
+        measure_ceilings();
+        flush_ = std::make_unique<L2Flush>(stream());
+        print_header();
+        try {
+            visit_all_ops();
+        } catch (const std::exception& e) {
+            // Nothing more can be measured (the device is in an error state): keep what was.
+            if (!options_.json.empty()) write_file("--json", options_.json, to_json(e.what()));
+            throw;
+        }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        int counts[3] = {0, 0, 0};  // ok, skipped, failed
+        for (const Row& row : rows_) ++counts[row.status == "ok" ? 0 : row.status == "skipped" ? 1 : 2];
+        std::printf("\nrows          %d measured, %d skipped, %d failed, in %.0f s\n", counts[0], counts[1], counts[2],
+                    seconds);
+        if (!options_.json.empty()) {
+            write_file("--json", options_.json, to_json(""));
+            std::printf("json          %s\n", options_.json.c_str());
+        }
+        return counts[2] > 0 ? kExitError : kExitOk;
+    }
+
+  private:
+    // One op at one batch size: its rows (one per pass), the device memory it holds while it is
+    // measured, and the timing of each pass. Rows the --ops filter leaves out are not timed.
+    class Case {
+      public:
+        Case(KernelBench& bench, const std::string& slot, const std::string& which, std::string shape, int batch,
+             std::initializer_list<std::pair<const char*, Cost>> passes)
+            : bench_(bench) {
+            const std::string op = which.empty() ? slot : slot + " " + which;
+            bench_.note_planned_op(op);
+            for (const auto& [pass, pass_cost] : passes) {
+                Row row;
+                row.op = op;
+                row.pass = pass;
+                row.shape = shape;
+                row.source = bench_.source_of(slot);
+                row.batch = batch;
+                row.seq = batch > 0 ? bench_.options_.seq : 0;
+                row.cost = pass_cost;
+                if (std::regex_search(row.name(), bench_.filter_)) rows_.push_back(row);
+            }
+            if (bench_.planning_) bench_.planned_rows_ += static_cast<int>(rows_.size());
+        }
+        Case(const Case&) = delete;
+        Case& operator=(const Case&) = delete;
+
+        // Runs body(), which allocates the op's inputs and times its passes. Out of device memory:
+        // the rows not yet measured are skipped. Another error that leaves the device usable (an
+        // op that throws, a shape the library cannot do): they fail, and the run goes on.
+        template <class Body>
+        void run(Body&& body) {
+            if (rows_.empty() || bench_.planning_) return;
+            try {
+                body();
+            } catch (const OutOfDeviceMemory& e) {
+                finish_unmeasured("skipped", e.what());
+            } catch (const Error& e) {
+                // An allocation inside an op (its own buffers, the optimizer's state) that failed.
+                if (cudaGetLastError() == cudaErrorMemoryAllocation) {
+                    finish_unmeasured("skipped", "out of device memory in the op's own allocations (" +
+                                                     gib(double(free_device_bytes())) + " free, " +
+                                                     gib(double(held_)) + " held for its inputs)");
+                    return;
+                }
+                if (cudaDeviceSynchronize() != cudaSuccess) throw;  // the device is lost: stop
+                finish_unmeasured("failed", e.what());
+            }
+        }
+
+        // n activations (act_t) or fp32 numbers in device memory, random and never all zero:
+        // offset + scale · r, r uniform in (-1, 1). Outputs too, so that an op that writes
+        // nothing cannot leave zeros for the next one to read.
+        act_t* acts(size_t n, float scale = 1.0f, float offset = 0.0f) { return random<act_t>(n, scale, offset); }
+        float* floats(size_t n, float scale = 1.0f, float offset = 0.0f) { return random<float>(n, scale, offset); }
+        int* tokens(size_t n) {
+            int* p = static_cast<int*>(allocate(n * sizeof(int)));
+            fill_tokens(p, n, bench_.next_seed_++, bench_.V_, bench_.stream());
+            return p;
+        }
+        // Memory an op keeps for itself (`saved`, `scratch`): it writes before it reads.
+        void* workspace(size_t bytes) { return allocate(bytes); }
+
+        // Times one pass, if the filter wants it: the median of --iters runs after --warmup runs,
+        // each run preceded by before_each() (untimed) and by emptying the L2 cache. Returns
+        // whether it ran.
+        template <class Op, class Before>
+        bool time(const char* pass, Op&& op, Before&& before_each) {
+            Row* row = find(pass);
+            if (!row) return false;
+            const std::vector<float> ms =
+                time_runs(bench_.stream(), bench_.options_.warmup, bench_.options_.iters, op, [&] {
+                    before_each();
+                    (*bench_.flush_)();
+                });
+            row->ms_median = median(ms);
+            row->ms_min = *std::min_element(ms.begin(), ms.end());
+            row->ms_max = *std::max_element(ms.begin(), ms.end());
+            finish(*row, "ok", "");
+            return true;
+        }
+        template <class Op>
+        bool time(const char* pass, Op&& op) {
+            return time(pass, op, [] {});
+        }
+        // A forward pass whose results the backward reads: timed if wanted, else run once.
+        template <class Op>
+        void time_or_run_once(const char* pass, Op&& op) {
+            if (!time(pass, op)) op();
+        }
+
+      private:
+        template <class T>
+        T* random(size_t n, float scale, float offset) {
+            T* p = static_cast<T*>(allocate(n * sizeof(T)));
+            fill_random(p, n, bench_.next_seed_++, bench_.stream(), scale, offset);
+            return p;
+        }
+        static size_t free_device_bytes() {
+            size_t free_bytes = 0, total_bytes = 0;
+            CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+            return free_bytes;
+        }
+        void* allocate(size_t bytes) {
+            const size_t free_bytes = free_device_bytes();
+            const std::string why = "out of device memory: the op needs another " + gib(double(bytes)) + ", " +
+                                    gib(double(free_bytes)) + " is free (it holds " + gib(double(held_)) + " already)";
+            if (bytes > free_bytes) throw OutOfDeviceMemory(why);
+            try {
+                buffers_.emplace_back(bytes);
+            } catch (const Error&) {
+                if (cudaGetLastError() == cudaErrorMemoryAllocation) throw OutOfDeviceMemory(why);
+                throw;
+            }
+            held_ += bytes;
+            return buffers_.back().data();
+        }
+        Row* find(const std::string& pass) {
+            for (Row& row : rows_)
+                if (row.pass == pass && row.status.empty()) return &row;
+            return nullptr;
+        }
+        void finish(Row& row, const char* status, const std::string& reason) {
+            row.status = status;
+            row.reason = reason;
+            bench_.report(row);
+        }
+        void finish_unmeasured(const char* status, const std::string& reason) {
+            for (Row& row : rows_)
+                if (row.status.empty()) finish(row, status, reason);
+        }
+
+        KernelBench& bench_;
+        std::vector<Row> rows_;  // the rows the filter wants
+        std::vector<cuda::DeviceBuffer<unsigned char>> buffers_;
+        size_t held_ = 0;
+    };
+
+    // ---- the ops, in the order of the policy's op table ----
+
+    void visit_all_ops() {
+        const int C = C_;
+        for (int B : options_.batches) {
+            const size_t rows_before = rows_.size();
+            embedding(B);
+            layernorm(B);
+            // The model's five matmuls: C -> 3C, C -> C, C -> 4C, 4C -> C, and the tied LM head.
+            matmul(B, "qkv", C, 3 * C, true);
+            matmul(B, "attn_proj", C, C, true);
+            matmul(B, "fc", C, 4 * C, true);
+            matmul(B, "fc_proj", 4 * C, C, true);
+            matmul(B, "lm_head", C, Vp_, false);
+            attention(B);
+            gelu(B);
+            residual(B);
+            classifier(B);
+            matmul_bias_gelu(B);
+            residual_layernorm(B);
+            classifier_with_grad(B);
+            if (rows_.size() > rows_before) std::printf("\n");  // a blank line after each batch size
+        }
+        optimizer();
+    }
+
+    OpSizes sizes(int B) const {
+        OpSizes s;
+        s.B = B;
+        s.T = options_.seq;
+        s.C = C_;
+        s.NH = NH_;
+        s.V = V_;
+        s.Vp = Vp_;
+        s.act = sizeof(act_t);
+        return s;
+    }
+    std::string rows_shape(int N, int C) const { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
+
+    void embedding(int B) {
+        const int T = options_.seq, C = C_, N = B * T;
+        const OpSizes s = sizes(B);
+        Case c(*this, "Embedding", "", "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C),
+               B, {{"forward", cost::embedding_forward(s)}, {"backward", cost::embedding_backward(s)}});
+        c.run([&] {
+            const int* tokens = c.tokens(N);
+            const act_t* wte = c.acts(size_t(Vp_) * C, 0.1f);
+            const act_t* wpe = c.acts(size_t(maxT_) * C, 0.1f);
+            act_t* out = c.acts(size_t(N) * C);
+            c.time("forward", [&] { O::Embedding::forward(ctx(), out, tokens, wte, wpe, B, T, C); });
+            const act_t* dout = c.acts(size_t(N) * C);
+            float* dwte = c.floats(size_t(Vp_) * C, 0.01f);  // added to
+            float* dwpe = c.floats(size_t(maxT_) * C, 0.01f);
+            c.time("backward", [&] { O::Embedding::backward(ctx(), dwte, dwpe, dout, tokens, B, T, C); });
+        });
+    }
+
+    void layernorm(int B) {
+        const int C = C_, N = B * options_.seq;
+        const size_t NC = size_t(N) * C;
+        const OpSizes s = sizes(B);
+        Case c(*this, "LayerNorm", "", rows_shape(N, C), B,
+               {{"forward", cost::layernorm_forward(s)}, {"backward", cost::layernorm_backward(s)}});
+        c.run([&] {
+            const act_t* inp = c.acts(NC, 2.0f);
+            const act_t* weight = c.acts(C, 0.1f, 1.0f);  // near 1, as trained gains are
+            const act_t* bias = c.acts(C, 0.1f);
+            act_t* out = c.acts(NC);
+            float* mean = c.floats(N);
+            float* rstd = c.floats(N);
+            // The backward reads the statistics this forward saves.
+            c.time_or_run_once("forward",
+                               [&] { O::LayerNorm::forward(ctx(), out, mean, rstd, inp, weight, bias, N, C); });
+            const act_t* dout = c.acts(NC);
+            act_t* dinp = c.acts(NC);  // added to, as the residual stream's gradient
+            float* dweight = c.floats(C);
+            float* dbias = c.floats(C);
+            c.time("backward", [&] {
+                O::LayerNorm::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+            });
+        });
+    }
+
+    // One of the model's linear layers: out[N, OC] = inp[N, C] · weight[OC, C]ᵀ (+ bias).
+    void matmul(int B, const char* which, int C, int OC, bool with_bias) {
+        const int N = B * options_.seq;
+        const OpSizes s = sizes(B);
+        Case c(*this, "Matmul", which, rows_shape(N, C) + " OC=" + std::to_string(OC), B,
+               {{"forward", cost::matmul_forward(s, C, OC, with_bias)},
+                {"backward", cost::matmul_backward(s, C, OC, with_bias)}});
+        c.run([&] {
+            const act_t* inp = c.acts(size_t(N) * C);
+            const act_t* weight = c.acts(size_t(OC) * C, 0.05f);
+            const act_t* bias = with_bias ? c.acts(OC, 0.05f) : nullptr;
+            act_t* out = c.acts(size_t(N) * OC);
+            c.time("forward", [&] { O::Matmul::forward(ctx(), out, inp, weight, bias, N, C, OC); });
+            const act_t* dout = c.acts(size_t(N) * OC, 0.01f);
+            act_t* dinp = c.acts(size_t(N) * C);
+            float* dweight = c.floats(size_t(OC) * C, 0.01f);  // added to
+            float* dbias = with_bias ? c.floats(OC, 0.01f) : nullptr;
+            c.time("backward",
+                   [&] { O::Matmul::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, N, C, OC); });
+        });
+    }
+
+    void attention(int B) {
+        const int T = options_.seq, C = C_, NH = NH_, N = B * T;
+        const size_t NC = size_t(N) * C;
+        const OpSizes s = sizes(B);
+        Case c(*this, "Attention", "",
+               "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
+                   " HS=" + std::to_string(C / NH),
+               B, {{"forward", cost::attention_forward(s)}, {"backward", cost::attention_backward(s)}});
+        c.run([&] {
+            const act_t* qkv = c.acts(3 * NC);
+            act_t* out = c.acts(NC);
+            void* saved = c.workspace(O::Attention::saved_bytes(B, T, C, NH, sizeof(act_t)));
+            void* scratch = c.workspace(O::Attention::scratch_bytes(B, T, C, NH, sizeof(act_t)));
+            // The backward reads what this forward saved.
+            c.time_or_run_once("forward",
+                               [&] { O::Attention::forward(ctx(), out, saved, qkv, B, T, C, NH, scratch); });
+            const act_t* dout = c.acts(NC);
+            act_t* dqkv = c.acts(3 * NC);
+            c.time("backward", [&] {
+                O::Attention::backward(ctx(), dqkv, dout, qkv, out, saved, B, T, C, NH, scratch);
+            });
+        });
+    }
+
+    // GELU of the MLP's hidden layer: N x 4C elements.
+    void gelu(int B) {
+        const size_t n = size_t(B) * options_.seq * 4 * C_;
+        const OpSizes s = sizes(B);
+        Case c(*this, "Gelu", "", "n=" + std::to_string(n), B,
+               {{"forward", cost::gelu_forward(s, double(n))}, {"backward", cost::gelu_backward(s, double(n))}});
+        c.run([&] {
+            const act_t* inp = c.acts(n, 3.0f);  // both tails, where tanh saturates
+            act_t* out = c.acts(n);
+            c.time("forward", [&] { O::Gelu::forward(ctx(), out, inp, n); });
+            const act_t* dout = c.acts(n);
+            act_t* dinp = c.acts(n);
+            c.time("backward", [&] { O::Gelu::backward(ctx(), dinp, inp, dout, n); });
+        });
+    }
+
+    // The residual add has no backward: the graph passes the gradient to both inputs itself.
+    void residual(int B) {
+        const size_t n = size_t(B) * options_.seq * C_;
+        Case c(*this, "Residual", "", "n=" + std::to_string(n), B,
+               {{"forward", cost::residual_forward(sizes(B), double(n))}});
+        c.run([&] {
+            const act_t* a = c.acts(n);
+            const act_t* b = c.acts(n, 0.3f);
+            act_t* out = c.acts(n);
+            c.time("forward", [&] { O::Residual::forward(ctx(), out, a, b, n); });
+        });
+    }
+
+    std::string classifier_shape(int N) const {
+        std::string shape = "N=" + std::to_string(N) + " V=" + std::to_string(V_);
+        if (Vp_ != V_) shape += " Vp=" + std::to_string(Vp_);
+        return shape;
+    }
+
+    void classifier(int B) {
+        const int N = B * options_.seq;
+        const float dloss = 1.0f / N;  // the gradient of the mean loss, as in the graph
+        const OpSizes s = sizes(B);
+        Case c(*this, "Classifier", "", classifier_shape(N), B,
+               {{"forward", cost::classifier_forward(s)}, {"backward", cost::classifier_backward(s)}});
+        c.run([&] {
+            act_t* logits = c.acts(size_t(N) * Vp_, 3.0f);
+            const int* targets = c.tokens(N);
+            float* losses = c.floats(N);
+            void* saved = c.workspace(O::Classifier::saved_bytes(N, Vp_, sizeof(act_t)));
+            void* scratch = c.workspace(O::Classifier::scratch_bytes(N, Vp_, sizeof(act_t)));
+            c.time_or_run_once("forward", [&] {
+                O::Classifier::forward(ctx(), losses, saved, logits, targets, N, V_, Vp_, scratch);
+            });
+            // Written over the logits, as the graph does: the backward reads only what was saved.
+            c.time("backward", [&] {
+                O::Classifier::backward(ctx(), logits, saved, targets, dloss, N, V_, Vp_, scratch);
+            });
+        });
+    }
+
+    // The fusion slot of the MLP's first layer, C -> 4C: a fused kernel in stages that fill the
+    // slot, Matmul then Gelu (common/train/compose.h) in those that do not.
+    void matmul_bias_gelu(int B) {
+        const int C = C_, OC = 4 * C_, N = B * options_.seq;
+        const size_t NOC = size_t(N) * OC;
+        const OpSizes s = sizes(B);
+        Case c(*this, "MatmulBiasGelu", "fc", rows_shape(N, C) + " OC=" + std::to_string(OC), B,
+               {{"forward", cost::matmul_bias_gelu_forward(s, C, OC)},
+                {"backward", cost::matmul_bias_gelu_backward(s, C, OC)}});
+        c.run([&] {
+            const act_t* inp = c.acts(size_t(N) * C);
+            const act_t* weight = c.acts(size_t(OC) * C, 0.05f);
+            const act_t* bias = c.acts(OC, 0.05f);
+            act_t* out = c.acts(NOC);
+            act_t* pre = c.acts(NOC);
+            // The backward reads the pre-activation this forward writes.
+            c.time_or_run_once("forward",
+                               [&] { O::MatmulBiasGelu::forward(ctx(), out, pre, inp, weight, bias, N, C, OC); });
+            // The slot overwrites dout with the gradient of pre: every run starts from the same dout.
+            const act_t* dout_start = c.acts(NOC, 0.01f);
+            act_t* dout = c.acts(NOC);
+            act_t* dinp = c.acts(size_t(N) * C);
+            float* dweight = c.floats(size_t(OC) * C, 0.01f);  // added to
+            float* dbias = c.floats(OC, 0.01f);
+            c.time(
+                "backward",
+                [&] { O::MatmulBiasGelu::backward(ctx(), dinp, dweight, dbias, dout, inp, pre, weight, N, C, OC); },
+                [&] {
+                    CUDA_CHECK(cudaMemcpyAsync(dout, dout_start, NOC * sizeof(act_t), cudaMemcpyDeviceToDevice,
+                                               stream()));
+                });
+        });
+    }
+
+    // The fusion slot of every residual add with the LayerNorm after it.
+    void residual_layernorm(int B) {
+        const int C = C_, N = B * options_.seq;
+        const size_t NC = size_t(N) * C;
+        const OpSizes s = sizes(B);
+        Case c(*this, "ResidualLayerNorm", "", rows_shape(N, C), B,
+               {{"forward", cost::residual_layernorm_forward(s)}, {"backward", cost::residual_layernorm_backward(s)}});
+        c.run([&] {
+            const act_t* a = c.acts(NC, 2.0f);  // the residual stream
+            const act_t* b = c.acts(NC, 0.5f);  // what a branch adds to it
+            const act_t* weight = c.acts(C, 0.1f, 1.0f);
+            const act_t* bias = c.acts(C, 0.1f);
+            act_t* residual = c.acts(NC);
+            act_t* out = c.acts(NC);
+            float* mean = c.floats(N);
+            float* rstd = c.floats(N);
+            c.time_or_run_once("forward", [&] {
+                O::ResidualLayerNorm::forward(ctx(), residual, out, mean, rstd, a, b, weight, bias, N, C);
+            });
+            const act_t* dout = c.acts(NC);
+            act_t* dresidual = c.acts(NC);  // added to
+            float* dweight = c.floats(C);
+            float* dbias = c.floats(C);
+            c.time("backward", [&] {
+                O::ResidualLayerNorm::backward(ctx(), dresidual, dweight, dbias, dout, residual, weight, mean, rstd,
+                                               N, C);
+            });
+        });
+    }
+
+    // The fusion slot of the loss and the logits' gradient, in one call.
+    void classifier_with_grad(int B) {
+        const int N = B * options_.seq;
+        const float dloss = 1.0f / N;
+        Case c(*this, "ClassifierWithGrad", "", classifier_shape(N), B,
+               {{"forward+backward", cost::classifier_with_grad(sizes(B))}});
+        c.run([&] {
+            const act_t* logits = c.acts(size_t(N) * Vp_, 3.0f);
+            const int* targets = c.tokens(N);
+            float* losses = c.floats(N);
+            // The graph writes dlogits over the logits; here into their own memory, so that every
+            // run sees the same random logits.
+            act_t* dlogits = c.acts(size_t(N) * Vp_);
+            void* saved = c.workspace(O::ClassifierWithGrad::saved_bytes(N, Vp_, sizeof(act_t)));
+            void* scratch = c.workspace(O::ClassifierWithGrad::scratch_bytes(N, Vp_, sizeof(act_t)));
+            c.time("forward+backward", [&] {
+                O::ClassifierWithGrad::forward_backward(ctx(), losses, dlogits, logits, targets, dloss, N, V_, Vp_,
+                                                        saved, scratch);
+            });
+        });
+    }
+
+    // One optimizer step over every parameter of the model (the whole of GPT-2 124M, all layers):
+    // the gradient norm, clipping and AdamW, as the trainer calls it.
+    void optimizer() {
+        const ParamLayout layout(config_, Vp_);
+        const size_t P = layout.total();
+        const bool act_copy = !std::is_same_v<act_t, float>;  // mixed precision keeps an act_t copy
+        Case c(*this, "Optimizer", "", "P=" + std::to_string(P), 0,
+               {{"step", cost::optimizer_step(double(P), sizeof(act_t), act_copy)}});
+        c.run([&] {
+            typename O::Optimizer optimizer(ctx(), layout);  // owns the weights and the moments
+            fill_random(optimizer.master(), P, next_seed_++, stream(), 0.05f);
+            fill_random(optimizer.m(), P, next_seed_++, stream(), 1e-4f);
+            fill_random(optimizer.v(), P, next_seed_++, stream(), 1e-6f, 2e-6f);  // a second moment is positive
+            optimizer.weights_changed(ctx());
+            const float* grads = c.floats(P, 1e-3f);
+            StepScalars* step = static_cast<StepScalars*>(c.workspace(sizeof(StepScalars)));
+            const StepScalars scalars{6e-4f, 1};
+            CUDA_CHECK(cudaMemcpy(step, &scalars, sizeof(scalars), cudaMemcpyHostToDevice));
+            double* grad_sum_squares = static_cast<double*>(c.workspace(sizeof(double)));
+            const AdamWSettings settings;  // the trainer's defaults: clipping at 1, weight decay 0.1
+            c.time("step", [&] { optimizer.step(ctx(), grads, settings, step, grad_sum_squares); });
+        });
+    }
+
+    // ---- output ----
+
+    typename S::Context& ctx() { return *ctx_; }
+    cudaStream_t stream() { return ctx_->stream; }
+
+    std::string source_of(const std::string& slot) const {
+        for (const OpRow& row : op_sources_)
+            if (row.name == slot) return row.where;
+        return "";
+    }
+    void note_planned_op(const std::string& op) {
+        if (!planning_) return;
+        for (const std::string& known : planned_ops_)
+            if (known == op) return;
+        planned_ops_.push_back(op);
+    }
+
+    void print_banner() const {
+        std::string batches, vocabulary = "V=" + std::to_string(V_);
+        for (int B : options_.batches) batches += (batches.empty() ? "" : ",") + std::to_string(B);
+        if (Vp_ != V_) vocabulary += " (padded to " + std::to_string(Vp_) + ")";
+        std::printf("%-13s kernel benchmark of stage %s: %s\n", program_.c_str(), S::name, S::description);
+        std::printf("device        %s\n", cuda::device_description().c_str());
+        std::printf("workload      GPT-2 124M: one layer's ops at C=%d NH=%d HS=%d %s, T=%d, B=%s; the optimizer "
+                    "step over all parameters\n",
+                    C_, NH_, C_ / NH_, vocabulary.c_str(), options_.seq, batches.c_str());
+        std::printf("timing        median of %d runs after %d warm-up runs (CUDA events), L2 cache emptied before "
+                    "each run\n",
+                    options_.iters, options_.warmup);
+        if (!options_.ops.empty()) std::printf("rows          those matching '%s'\n", options_.ops.c_str());
+        std::printf("%s", describe_policy<S>().c_str());
+        std::fflush(stdout);
+    }
+
+    void measure_ceilings() {
+        copy_ = measure_copy(kCopyMiB << 20, kCeilingWarmup, kCeilingIters, stream());
+        std::printf("bandwidth     %s\n", describe(copy_, kCeilingIters).c_str());
+        std::fflush(stdout);
+        gemm_ = measure_gemm(kGemmSize, kCeilingWarmup, kCeilingIters, stream());
+        std::printf("matmul        %s\n\n", describe(gemm_, kCeilingIters).c_str());
+        std::fflush(stdout);
+    }
+
+    static constexpr const char* kRowFormat = "%-18s %-16s %3s  %-24s %9s %8s %8s  %-9s %10s\n";
+
+    void print_header() const {
+        std::printf(kRowFormat, "op", "pass", "B", "shape", "ms", "GB/s", "TFLOP/s", "bound", "of ceiling");
+        std::fflush(stdout);
+    }
+
+    // Prints the row (the progress of the run is the table itself) and keeps it for the JSON.
+    void report(const Row& row) {
+        const std::string batch = row.batch > 0 ? std::to_string(row.batch) : "-";
+        if (row.status == "ok") {
+            char ms[32], gbs[32], tflops[32], fraction[32];
+            std::snprintf(ms, sizeof(ms), "%.4f", row.ms_median);
+            std::snprintf(gbs, sizeof(gbs), "%.0f", row.gb_per_s());
+            if (row.cost.matmul_like()) std::snprintf(tflops, sizeof(tflops), "%.1f", row.tflops());
+            else std::snprintf(tflops, sizeof(tflops), "-");
+            std::snprintf(fraction, sizeof(fraction), "%.1f%%", 100.0 * row.ceiling_fraction(copy_, gemm_));
+            std::printf(kRowFormat, row.op.c_str(), row.pass.c_str(), batch.c_str(), row.shape.c_str(), ms, gbs,
+                        tflops, row.bound(), fraction);
+        } else {
+            std::printf("%-18s %-16s %3s  %-24s %s: %s\n", row.op.c_str(), row.pass.c_str(), batch.c_str(),
+                        row.shape.c_str(), row.status.c_str(), row.reason.c_str());
+        }
+        std::fflush(stdout);
+        rows_.push_back(row);
+    }
+
+    std::string to_json(const std::string& error) const {
+        std::string batches;
+        for (int B : options_.batches) batches += (batches.empty() ? "" : ", ") + std::to_string(B);
+        std::string j = "{\n";
+        j += "  \"program\": " + Logger::json_string(program_) + ",\n";
+        j += "  \"stage\": " + Logger::json_string(S::name) + ",\n";
+        j += "  \"stage_description\": " + Logger::json_string(S::description) + ",\n";
+        j += "  \"act_t\": " + Logger::json_string(act_type_name<act_t>()) + ",\n";
+        j += "  \"precision\": " + Logger::json_string(precision_name(S::kPrecision)) + ",\n";
+        j += "  \"device_name\": " + Logger::json_string(cuda::device_name()) + ",\n";
+        j += "  \"device\": " + Logger::json_string(cuda::device_description()) + ",\n";
+        j += "  \"date\": " + Logger::json_string(utc_now()) + ",\n";
+        j += "  \"command\": " + Logger::json_string(command_) + ",\n";
+        j += "  \"error\": " + (error.empty() ? std::string("null") : Logger::json_string(error)) + ",\n";
+        j += "  \"model\": {\"C\": " + std::to_string(C_) + ", \"NH\": " + std::to_string(NH_) +
+             ", \"HS\": " + std::to_string(C_ / NH_) + ", \"V\": " + std::to_string(V_) +
+             ", \"Vp\": " + std::to_string(Vp_) + ", \"maxT\": " + std::to_string(maxT_) + "},\n";
+        j += "  \"settings\": {\"batch\": [" + batches + "], \"seq\": " + std::to_string(options_.seq) +
+             ", \"warmup\": " + std::to_string(options_.warmup) + ", \"iters\": " + std::to_string(options_.iters) +
+             ", \"ops\": " + (options_.ops.empty() ? std::string("null") : Logger::json_string(options_.ops)) +
+             ", \"l2_emptied_before_each_run\": true},\n";
+        j += "  \"ceilings\": {\"iters\": " + std::to_string(kCeilingIters) +
+             ", \"warmup\": " + std::to_string(kCeilingWarmup) + ",\n    \"copy\": " + bench::to_json(copy_) +
+             ",\n    \"gemm\": " + bench::to_json(gemm_) + "},\n";
+        j += "  \"rows\": [";
+        for (size_t i = 0; i < rows_.size(); ++i) {
+            const Row& r = rows_[i];
+            j += i ? ",\n    {" : "\n    {";
+            j += "\"op\": " + Logger::json_string(r.op) + ", \"pass\": " + Logger::json_string(r.pass);
+            j += ", \"batch\": " + (r.batch > 0 ? std::to_string(r.batch) : std::string("null"));
+            j += ", \"seq\": " + (r.seq > 0 ? std::to_string(r.seq) : std::string("null"));
+            j += ", \"shape\": " + Logger::json_string(r.shape) + ", \"source\": " + Logger::json_string(r.source);
+            j += ", \"status\": " + Logger::json_string(r.status);
+            j += ", \"reason\": " + (r.reason.empty() ? std::string("null") : Logger::json_string(r.reason));
+            j += ", \"bound\": " + Logger::json_string(r.bound());
+            j += ", \"bytes\": " + json_number(r.cost.bytes, "%.0f");
+            j += ", \"flops\": " + (r.cost.matmul_like() ? json_number(r.cost.flops, "%.0f") : std::string("null"));
+            j += ", \"ms_median\": " + json_number(r.ms_median);
+            j += ", \"ms_min\": " + json_number(r.ms_min);
+            j += ", \"ms_max\": " + json_number(r.ms_max);
+            // A row that was not measured has no time (NaN), so these come out as null.
+            j += ", \"gb_per_s\": " + json_number(r.gb_per_s());
+            j += ", \"tflops\": " + json_number(r.tflops());
+            j += ", \"ceiling_fraction\": " + json_number(r.ceiling_fraction(copy_, gemm_));
+            j += "}";
+        }
+        j += rows_.empty() ? "]\n}\n" : "\n  ]\n}\n";
+        return j;
+    }
+
+    const KernelBenchOptions options_;
+    const std::regex filter_;
+    const std::string program_, command_;
+    const int C_, NH_, V_, Vp_, maxT_;
+    const GPTConfig config_;
+    std::vector<OpRow> op_sources_;  // the policy's op table: where each op comes from
+
+    bool planning_ = false;
+    int planned_rows_ = 0;
+    std::vector<std::string> planned_ops_;
+
+    std::unique_ptr<typename S::Context> ctx_;  // made in run(): plan() needs no GPU
+    std::unique_ptr<L2Flush> flush_;
+    CopyCeiling copy_;
+    GemmCeiling gemm_;
+    uint32_t next_seed_ = 1;  // every array gets its own random numbers
+    std::vector<Row> rows_;   // measured, skipped or failed, in the order they ran
+};
+
+// The whole program: bench_stage.cu.in calls this with the stage's policy.
+template <class S>
+int kernel_bench_main(int argc, char** argv, const char* program) {
+    try {
+        const GPTConfig config = config_by_name("d12");  // GPT-2 124M
+        bool help = false;
+        const KernelBenchOptions options = parse_kernel_bench_options(argc, argv, config.max_seq_len, help);
+        if (help) {
+            std::printf("%s", kernel_bench_usage(program, S::name).c_str());
+            return kExitOk;
+        }
+        std::string command = program;
+        for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+        KernelBench<S> bench(options, config, program, command);
+        bench.plan();
+        if (!options.json.empty()) check_writable("--json", options.json);
+        require_gpu();
+        return bench.run();
+    } catch (const std::exception& e) {
+        return fail(program, e);
+    }
+}
+
+}  // namespace gpt::bench

@@ -1,0 +1,149 @@
+// How much work each op of the model is: the bytes it must move at the least, and the FLOPs of
+// its matrix products. The kernel benchmark (kernel_bench.cuh) divides these by the measured
+// time; op_cost_test.cpp checks them on the CPU (against the MFU formula, among others).
+//
+// Bytes: every tensor in the op's contract (its arguments, as the model graph passes them) read
+// once and written once, each in its own element type: activations in act_t (sizeof(act_t)
+// bytes), LayerNorm statistics, losses, parameter gradients and optimizer state in fp32, token
+// ids as int32. An output that the op adds to (a parameter gradient, LayerNorm's dinp) is read
+// and written. What an op keeps for its own backward pass (`saved`) and its `scratch` are its own
+// business and not counted, with two exceptions where the contract forces something through
+// `saved` (see the classifier and attention below). So the count is the same for every stage:
+// a kernel that moves more than this (stage 00 stores the T x T attention matrix and the
+// classifier's fp32 probabilities) shows a lower GB/s, which is the point.
+//
+// FLOPs: 2 per multiply-add of the matrix products (2·M·N·K per product). Only ops made of
+// matrix products get FLOPs (flops > 0): they are bound by the GEMM ceiling, every other op by
+// the bandwidth ceiling, and the few operations per element of those are not counted.
+// Attention is counted over the whole T x T score matrix, not halved for the causal mask: the
+// count of the MFU formula (12·L·H·Q·T per token, common/model/config.cpp), so a kernel that
+// skips the masked half shows it as a higher rate.
+//
+// Pure host arithmetic in double (counts reach 10^12, far beyond int), no CUDA.
+#pragma once
+
+namespace gpt::bench {
+
+constexpr double kFp32Bytes = 4;   // statistics, losses, parameter gradients, optimizer state
+constexpr double kTokenBytes = 4;  // token ids (int32)
+
+// The sizes the model's ops run at.
+struct OpSizes {
+    double B = 0, T = 0;  // batch and sequence length
+    double C = 0, NH = 0;  // width and heads
+    double V = 0, Vp = 0;  // vocabulary and its padded size (rows of wte, columns of the logits)
+    double act = 0;        // bytes of one activation: sizeof(act_t)
+
+    double N() const { return B * T; }    // positions
+    double HS() const { return C / NH; }  // head size
+};
+
+struct Cost {
+    double bytes = 0;  // the least the op reads plus writes
+    double flops = 0;  // of its matrix products; 0 for an op that is not made of them
+    bool matmul_like() const { return flops > 0; }
+};
+
+namespace cost {
+
+// out[b,t,:] = wte[token,:] + wpe[t,:]: one row of wte per position (tokens rarely repeat in a
+// batch), wpe once (every sequence of the batch reads the same T rows).
+inline Cost embedding_forward(const OpSizes& s) {
+    return {kTokenBytes * s.N() + s.act * s.N() * s.C + s.act * s.T * s.C + s.act * s.N() * s.C, 0};
+}
+// dwte rows (one per position) and dwpe are added to: read and written, in fp32.
+inline Cost embedding_backward(const OpSizes& s) {
+    return {kTokenBytes * s.N() + s.act * s.N() * s.C + 2 * kFp32Bytes * s.N() * s.C + 2 * kFp32Bytes * s.T * s.C,
+            0};
+}
+
+// inp, weight and bias in; out, mean and rstd out.
+inline Cost layernorm_forward(const OpSizes& s) {
+    return {s.act * s.N() * s.C + 2 * s.act * s.C + s.act * s.N() * s.C + 2 * kFp32Bytes * s.N(), 0};
+}
+// dout, inp, weight, mean and rstd in; dinp, dweight and dbias added to.
+inline Cost layernorm_backward(const OpSizes& s) {
+    return {2 * s.act * s.N() * s.C + s.act * s.C + 2 * kFp32Bytes * s.N() + 2 * s.act * s.N() * s.C +
+                2 * 2 * kFp32Bytes * s.C,
+            0};
+}
+
+// out[N,OC] = inp[N,C] · weight[OC,C]ᵀ + bias[OC]
+inline Cost matmul_forward(const OpSizes& s, double C, double OC, bool bias) {
+    return {s.act * (s.N() * C + OC * C + (bias ? OC : 0) + s.N() * OC), 2 * s.N() * C * OC};
+}
+// dinp = dout · weight (written); dweight += doutᵀ · inp and dbias += column sums of dout (fp32,
+// read and written). Two products, each as large as the forward one.
+inline Cost matmul_backward(const OpSizes& s, double C, double OC, bool bias) {
+    return {s.act * (s.N() * OC + OC * C + s.N() * C + s.N() * C) + 2 * kFp32Bytes * (OC * C + (bias ? OC : 0)),
+            4 * s.N() * C * OC};
+}
+
+// Causal self-attention: qkv [N, 3C] in, out [N, C] out. Forward: scores = q · kᵀ and y = att · v,
+// 2·T·T·HS FLOPs each per batch and head. The backward's interface takes qkv, out and what the
+// forward saved: at the least one softmax statistic per row and head (the log-sum-exp a fused
+// kernel keeps), counted in both passes.
+inline Cost attention_forward(const OpSizes& s) {
+    return {s.act * (3 * s.N() * s.C + s.N() * s.C) + kFp32Bytes * s.N() * s.NH,
+            4 * s.B * s.NH * s.T * s.T * s.HS()};
+}
+// qkv, out, dout and the statistics in, dqkv out; four products (d(att), dv, dq, dk).
+inline Cost attention_backward(const OpSizes& s) {
+    return {s.act * (3 * s.N() * s.C + s.N() * s.C + s.N() * s.C + 3 * s.N() * s.C) + kFp32Bytes * s.N() * s.NH,
+            8 * s.B * s.NH * s.T * s.T * s.HS()};
+}
+
+// n elements: inp in, out out; backward: inp and dout in, dinp out.
+inline Cost gelu_forward(const OpSizes& s, double n) { return {2 * s.act * n, 0}; }
+inline Cost gelu_backward(const OpSizes& s, double n) { return {3 * s.act * n, 0}; }
+
+// out = a + b (the model has no residual backward: the gradient passes to both inputs as it is).
+inline Cost residual_forward(const OpSizes& s, double n) { return {3 * s.act * n, 0}; }
+
+// Softmax and cross-entropy over the V real columns. The backward's interface takes no logits,
+// only what the forward saved: at the least one act_t per logit (the logits or the
+// probabilities), written by the forward and read by the backward.
+inline Cost classifier_forward(const OpSizes& s) {
+    return {s.act * s.N() * s.V + kTokenBytes * s.N() + kFp32Bytes * s.N() + s.act * s.N() * s.V, 0};
+}
+// dlogits is written in full, the padded columns as 0 (the LM head's backward reads them).
+inline Cost classifier_backward(const OpSizes& s) {
+    return {s.act * s.N() * s.V + kTokenBytes * s.N() + s.act * s.N() * s.Vp, 0};
+}
+// The fusion slot: logits and targets in, losses and dlogits out, nothing in between.
+inline Cost classifier_with_grad(const OpSizes& s) {
+    return {s.act * s.N() * s.V + kTokenBytes * s.N() + kFp32Bytes * s.N() + s.act * s.N() * s.Vp, 0};
+}
+
+// out = gelu(inp · weightᵀ + bias), and pre = inp · weightᵀ + bias, which the backward needs:
+// the matmul's traffic and one more output of the same size. GELU's arithmetic is not counted.
+inline Cost matmul_bias_gelu_forward(const OpSizes& s, double C, double OC) {
+    Cost c = matmul_forward(s, C, OC, true);
+    c.bytes += s.act * s.N() * OC;
+    return c;
+}
+// The matmul's backward, and pre read for GELU's derivative. dout, which the slot may overwrite
+// with the gradient of pre, is not counted again as an output.
+inline Cost matmul_bias_gelu_backward(const OpSizes& s, double C, double OC) {
+    Cost c = matmul_backward(s, C, OC, true);
+    c.bytes += s.act * s.N() * OC;
+    return c;
+}
+
+// residual = a + b; out = layernorm(residual): a and b in, residual, out, mean and rstd out.
+inline Cost residual_layernorm_forward(const OpSizes& s) {
+    return {2 * s.act * s.N() * s.C + 2 * s.act * s.C + 2 * s.act * s.N() * s.C + 2 * kFp32Bytes * s.N(), 0};
+}
+// The add's backward is free: this is LayerNorm's backward.
+inline Cost residual_layernorm_backward(const OpSizes& s) { return layernorm_backward(s); }
+
+// AdamW over P parameters with clipping by the global gradient norm: the norm must be known
+// before the first update, so the gradients are read twice (once for the norm, once for the
+// update); the fp32 master weights, m and v are read and written; a stage whose act_t is not
+// fp32 also writes the act_t copy of the weights.
+inline Cost optimizer_step(double P, double act, bool act_copy) {
+    return {P * (2 * kFp32Bytes + 3 * 2 * kFp32Bytes + (act_copy ? act : 0)), 0};
+}
+
+}  // namespace cost
+}  // namespace gpt::bench

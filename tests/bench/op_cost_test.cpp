@@ -1,0 +1,99 @@
+// The kernel benchmark's accounting (op_cost.h), checked on the CPU: its FLOPs add up to those of
+// the MFU formula, only matrix products count FLOPs, and a fusion slot never counts more bytes
+// than the ops it fuses (fusing is what saves them).
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "op_cost.h"
+
+namespace {
+
+using gpt::bench::Cost;
+using gpt::bench::OpSizes;
+namespace cost = gpt::bench::cost;
+
+OpSizes d12_sizes(double B, double T, double act_bytes) {
+    const gpt::GPTConfig c = gpt::config_by_name("d12");
+    OpSizes s;
+    s.B = B;
+    s.T = T;
+    s.C = c.n_embd;
+    s.NH = c.n_head;
+    s.V = c.vocab_size;
+    s.Vp = c.vocab_size;
+    s.act = act_bytes;
+    return s;
+}
+
+double forward_and_backward(const Cost& forward, const Cost& backward) { return forward.flops + backward.flops; }
+
+// One training step's FLOPs, summed over the model's matmuls and attention, forward and backward,
+// are the MFU formula's (common/model/config.cpp: 6 per parameter and token, plus 12·L·H·Q·T per
+// token for attention), less 6 per token for each parameter that no matmul reads (wpe, biases,
+// LayerNorm gains and biases).
+TEST(BenchAccounting, FlopsAddUpToTheMfuFormula) {
+    const gpt::GPTConfig config = gpt::config_by_name("d12");
+    const int T = 1024;
+    const OpSizes s = d12_sizes(4, T, 2);
+    const double C = s.C;
+    double per_layer = forward_and_backward(cost::attention_forward(s), cost::attention_backward(s));
+    for (const auto& [in, out] : {std::pair{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}})
+        per_layer +=
+            forward_and_backward(cost::matmul_forward(s, in, out, true), cost::matmul_backward(s, in, out, true));
+    const double lm_head =
+        forward_and_backward(cost::matmul_forward(s, C, s.Vp, false), cost::matmul_backward(s, C, s.Vp, false));
+    const double step = config.n_layer * per_layer + lm_head;
+
+    const gpt::ParamLayout layout(config);
+    double matmul_weights = 0;
+    for (int t : {gpt::kWte, gpt::kQkvW, gpt::kAttProjW, gpt::kFcW, gpt::kFcProjW}) matmul_weights += layout.size[t];
+    const double others = double(layout.total()) - matmul_weights;
+    EXPECT_DOUBLE_EQ(step, s.N() * (gpt::flops_per_token(config, T) - 6.0 * others));
+}
+
+TEST(BenchAccounting, OnlyMatrixProductsCountFlops) {
+    const OpSizes s = d12_sizes(8, 1024, 2);
+    const double C = s.C;
+    for (const Cost& c : {cost::matmul_forward(s, C, C, true), cost::matmul_backward(s, C, s.Vp, false),
+                          cost::attention_forward(s), cost::attention_backward(s),
+                          cost::matmul_bias_gelu_forward(s, C, 4 * C), cost::matmul_bias_gelu_backward(s, C, 4 * C)})
+        EXPECT_TRUE(c.matmul_like());
+    for (const Cost& c : {cost::embedding_forward(s), cost::embedding_backward(s), cost::layernorm_forward(s),
+                          cost::layernorm_backward(s), cost::gelu_forward(s, 100), cost::gelu_backward(s, 100),
+                          cost::residual_forward(s, 100), cost::classifier_forward(s), cost::classifier_backward(s),
+                          cost::classifier_with_grad(s), cost::residual_layernorm_forward(s),
+                          cost::residual_layernorm_backward(s), cost::optimizer_step(1e8, 2, true)}) {
+        EXPECT_FALSE(c.matmul_like());
+        EXPECT_GT(c.bytes, 0.0);
+    }
+}
+
+TEST(BenchAccounting, FusionSlotsCountFewerBytesThanTheirParts) {
+    for (const double act : {4.0, 2.0}) {
+        SCOPED_TRACE(act == 4.0 ? "fp32 activations" : "bf16 activations");
+        const OpSizes s = d12_sizes(8, 1024, act);
+        const double C = s.C, hidden = s.N() * 4 * C, rows = s.N() * C;
+        EXPECT_LT(cost::matmul_bias_gelu_forward(s, C, 4 * C).bytes,
+                  cost::matmul_forward(s, C, 4 * C, true).bytes + cost::gelu_forward(s, hidden).bytes);
+        EXPECT_LT(cost::matmul_bias_gelu_backward(s, C, 4 * C).bytes,
+                  cost::matmul_backward(s, C, 4 * C, true).bytes + cost::gelu_backward(s, hidden).bytes);
+        EXPECT_EQ(cost::matmul_bias_gelu_forward(s, C, 4 * C).flops, cost::matmul_forward(s, C, 4 * C, true).flops);
+        EXPECT_LT(cost::residual_layernorm_forward(s).bytes,
+                  cost::residual_forward(s, rows).bytes + cost::layernorm_forward(s).bytes);
+        EXPECT_LT(cost::classifier_with_grad(s).bytes,
+                  cost::classifier_forward(s).bytes + cost::classifier_backward(s).bytes);
+    }
+}
+
+// The optimizer's bytes per parameter: gradients read twice, master weights, m and v read and
+// written (32 bytes), and in mixed precision the act_t copy written.
+TEST(BenchAccounting, OptimizerBytesPerParameter) {
+    const double P = gpt::ParamLayout(gpt::config_by_name("d12")).total();
+    EXPECT_EQ(cost::optimizer_step(P, 4, false).bytes, 32 * P);
+    EXPECT_EQ(cost::optimizer_step(P, 2, true).bytes, 34 * P);
+}
+
+}  // namespace
