@@ -21,13 +21,24 @@ double dot(const Vec& a, const Vec& b) {
     return s;
 }
 
+// The random direction of the check (the same for every call in a test).
+Vec gradient_direction(size_t n) {
+    Rng rng(test_seed() + 99);
+    return random_normal(rng, n);
+}
+
 // Checks a backward against the forward: for a random direction u,
 //   d/dh <dout, f(x + h u)> at h = 0   must equal   <grad, u>,
-// with the left side from central differences.
-void expect_gradient(const std::string& what, const std::function<Vec(const Vec&)>& f, const Vec& x,
-                     const Vec& dout, const Vec& grad, float h = 1e-2f, double tol = 2e-3) {
-    Rng rng(test_seed() + 99);
-    const Vec u = random_normal(rng, x.size());
+// with the left side from central differences. The error is judged against the L2 norm of the
+// terms of <grad, u>, sqrt(sum (grad_i u_i)^2): that is the size <grad, u> has when its random
+// terms do not cancel, but unlike the result itself it does not shrink when they happen to. The
+// finite difference's O(h^2) error and the forward's float rounding do not shrink either, so a
+// bound relative to the result failed correct code on about 4% of random seeds. A wrong
+// element moves the result by its whole term; the largest term is a sizeable part of that norm
+// (CpuOps.GradientCheckCatchesOneWrongElement).
+::testing::AssertionResult gradient_matches(const std::function<Vec(const Vec&)>& f, const Vec& x, const Vec& dout,
+                                            const Vec& grad, float h = 1e-2f, double tol = 2e-3) {
+    const Vec u = gradient_direction(x.size());
     Vec xp = x, xm = x;
     for (size_t i = 0; i < x.size(); ++i) {
         xp[i] += h * u[i];
@@ -35,8 +46,19 @@ void expect_gradient(const std::string& what, const std::function<Vec(const Vec&
     }
     const double numeric = (dot(dout, f(xp)) - dot(dout, f(xm))) / (2.0 * h);
     const double analytic = dot(grad, u);
-    EXPECT_NEAR(analytic, numeric, tol * (std::fabs(numeric) + 1e-3))
-        << what << " (test seed " << test_seed() << ")";
+    double squares = 0;
+    for (size_t i = 0; i < x.size(); ++i) squares += double(grad[i]) * u[i] * double(grad[i]) * u[i];
+    const double terms = std::sqrt(squares);
+    const double bound = tol * (terms + 1e-3);
+    if (std::fabs(analytic - numeric) <= bound) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "analytic " << analytic << ", numeric " << numeric << ": off by "
+                                         << std::fabs(analytic - numeric) << ", more than " << bound << " (" << tol
+                                         << " of the terms' L2 norm " << terms << ")";
+}
+
+void expect_gradient(const std::string& what, const std::function<Vec(const Vec&)>& f, const Vec& x,
+                     const Vec& dout, const Vec& grad) {
+    EXPECT_TRUE(gradient_matches(f, x, dout, grad)) << what << " (test seed " << test_seed() << ")";
 }
 
 }  // namespace
@@ -73,6 +95,30 @@ TEST(CpuOps, MatmulBackward) {
     expect_gradient("matmul dinp", [&](const Vec& v) { return fwd(v, w, b); }, x, dout, dx);
     expect_gradient("matmul dweight", [&](const Vec& v) { return fwd(x, v, b); }, w, dout, dw);
     expect_gradient("matmul dbias", [&](const Vec& v) { return fwd(x, w, v); }, b, dout, db);
+}
+
+// The gradient check itself: it passes the right gradient and fails one with an element dropped.
+TEST(CpuOps, GradientCheckCatchesOneWrongElement) {
+    Rng rng(test_seed());
+    const int N = 37, C = 65, OC = 63;
+    const Vec x = random_normal(rng, N * C), w = random_normal(rng, OC * C), dout = random_normal(rng, N * OC);
+    auto fwd = [&](const Vec& v) {
+        Vec out(N * OC);
+        cpu::matmul_forward(out.data(), v.data(), w.data(), nullptr, N, C, OC);
+        return out;
+    };
+    Vec dx(N * C, 0.0f), dw(OC * C, 0.0f);
+    cpu::matmul_backward(dx.data(), dw.data(), nullptr, dout.data(), x.data(), w.data(), N, C, OC);
+    EXPECT_TRUE(gradient_matches(fwd, x, dout, dx)) << "test seed " << test_seed();
+    // One element dropped, as a kernel that misses one output would: the one whose term of
+    // <grad, u> is largest (one check sees an element only through its term).
+    const Vec u = gradient_direction(dx.size());
+    size_t k = 0;
+    for (size_t i = 1; i < dx.size(); ++i)
+        if (std::fabs(dx[i] * u[i]) > std::fabs(dx[k] * u[k])) k = i;
+    Vec wrong = dx;
+    wrong[k] = 0.0f;
+    EXPECT_FALSE(gradient_matches(fwd, x, dout, wrong)) << "test seed " << test_seed();
 }
 
 TEST(CpuOps, LayerNormForwardNormalises) {
