@@ -106,12 +106,19 @@ run() {
 # fails). Sets STATUS: PASS when every test passed, NO-GPU when there is none and nothing
 # failed, else FAIL; and DETAIL: "P passed, F failed, S skipped of T" from CTest's last lines.
 run_ctest() {  # log build-dir ctest-args...
-    local log=$1 dir=$2 rc total failed skipped; shift 2
+    local log=$1 dir=$2 rc total failed skipped this_run first; shift 2
+    # The log may hold earlier runs (the same --out again): judge only the lines of this one.
+    first=$(($(cat "$log" 2>/dev/null | wc -l) + 1))
     REQUIRE_GPU=$(no_gpu && echo 0 || echo 1) run "$log" ctest --test-dir "$dir" -j "$TEST_JOBS" --output-on-failure "$@"
     rc=$?
     cp "$dir/Testing/Temporary/LastTest.log" "${log%.log}.full.log" 2>/dev/null
-    read -r failed total < <(sed -nE 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1 \2/p' "$log" | tail -n 1)
-    skipped=$(grep -c '(Skipped)' "$log")
+    # "96% tests passed, 3 tests failed out of 87"; when none fails, newer CTest prints
+    # "100% tests passed out of 27" and older "100% tests passed, 0 tests failed out of 27".
+    this_run=$(tail -n "+$first" "$log")
+    total=$(sed -nE 's/.*tests passed.* out of ([0-9]+).*/\1/p' <<<"$this_run" | tail -n 1)
+    failed=$(sed -nE 's/.* ([0-9]+) tests? failed out of [0-9]+.*/\1/p' <<<"$this_run" | tail -n 1)
+    [[ -n "$total" && -z "$failed" ]] && failed=0
+    skipped=$(grep -c '(Skipped)' <<<"$this_run")
     DETAIL="$((${total:-0} - ${failed:-0} - skipped)) passed, ${failed:-?} failed, $skipped skipped of ${total:-0}"
     if ((rc == 0 && ${total:-0} > 0 && skipped == 0)); then STATUS=PASS
     elif no_gpu && [[ "${failed:-1}" == 0 ]]; then STATUS=NO-GPU
