@@ -57,7 +57,7 @@ struct Comparison {
 Comparison compare(const float* actual, const float* expected, size_t n, Tolerance tol);
 
 // The tolerance's two checks: every element within rtol and atol, and the relative L2 error of
-// the whole tensor within rel_l2 (testing/tolerance.h says why both). Fails on any NaN or
+// the whole tensor within rel_l2_limit(tol, n) (testing/tolerance.h says why both). Fails on any NaN or
 // infinity, on an element that still holds the poison value, and on a size mismatch. The
 // message gives the count of elements outside, the worst one and the relative L2 error.
 ::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,

@@ -51,4 +51,10 @@ std::string committed_curve_path() {
     return env_or("GPT_SOURCE_DIR", GPT_SOURCE_DIR) + "/tests/reference/curves/micro_overfit.json";
 }
 
+std::string committed_full_size_curve_path() {
+    return env_or("GPT_SOURCE_DIR", GPT_SOURCE_DIR) + "/tests/reference/curves/d12_brown_fp32.json";
+}
+
+std::string default_corpus_dir() { return env_or("GPT_DATA_DIR", GPT_DATA_DIR) + "/brown"; }
+
 }  // namespace gpt::test

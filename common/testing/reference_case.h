@@ -31,4 +31,11 @@ ReferenceSettings load_reference_settings(const std::string& json_path);
 std::string reference_output_dir();   // $GPT_TEST_OUT/reference
 std::string committed_curve_path();   // $GPT_SOURCE_DIR/tests/reference/curves/micro_overfit.json
 
+// The full-size curve: GPT-2 124M (`d12`) from gpt_init's seed-1337 initialisation, trained on the
+// default corpus (tests/reference/README.md, "d12_brown_fp32.json"), made on a GPU.
+constexpr const char* kFullSizeModel = "d12";
+constexpr unsigned long long kFullSizeSeed = 1337;
+std::string committed_full_size_curve_path();  // $GPT_SOURCE_DIR/tests/reference/curves/d12_brown_fp32.json
+std::string default_corpus_dir();              // $GPT_DATA_DIR/brown
+
 }  // namespace gpt::test

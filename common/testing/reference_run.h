@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "data/loader.h"
+#include "data/shard.h"
+#include "model/params.h"
 #include "testing/reference_case.h"
 #include "train/gpt.h"
 #include "train/schedule.h"
@@ -42,27 +45,50 @@ struct Curve {
     std::vector<double> losses, grad_norms;
 };
 
-template <class S>
-Curve reference_curve(const ReferenceSettings& s) {
-    const ReferenceCase c = overfit_case();
-    GPT<S> model(c.config, c.B, c.T);
-    model.set_parameters(c.params);
+// The optimizer settings of a reference run.
+inline AdamWSettings adamw_settings(const ReferenceSettings& s) {
     AdamWSettings adamw;
     adamw.beta1 = s.beta1;
     adamw.beta2 = s.beta2;
     adamw.eps = s.eps;
     adamw.weight_decay = s.weight_decay;
     adamw.grad_clip = s.grad_clip;
+    return adamw;
+}
+
+// s.steps steps of the reference run's schedule, each on the batch next_batch() returns.
+template <class S, class NextBatch>
+Curve train_curve(GPT<S>& model, const ReferenceSettings& s, int B, int T, NextBatch next_batch) {
+    const AdamWSettings adamw = adamw_settings(s);
     Curve curve;
-    // one batch, every step: the data loader over a B*T + 1 token shard repeats it
-    const std::vector<Batch> batch = {reference_batch(c)};
     for (int step = 0; step < s.steps; ++step) {
         const float lr = learning_rate(step, s.steps, s.warmup, s.lr, s.min_lr_frac);
-        const StepResult r = model.train_step(batch, c.B, c.T, 1.0f / float(c.B * c.T), adamw, lr, step + 1);
+        const StepResult r = model.train_step({next_batch()}, B, T, 1.0f / float(B * T), adamw, lr, step + 1);
         curve.losses.push_back(r.loss);
         curve.grad_norms.push_back(r.grad_norm);
     }
     return curve;
+}
+
+template <class S>
+Curve reference_curve(const ReferenceSettings& s) {
+    const ReferenceCase c = overfit_case();
+    GPT<S> model(c.config, c.B, c.T);
+    model.set_parameters(c.params);
+    // one batch, every step: the data loader over a B*T + 1 token shard repeats it
+    const Batch batch = reference_batch(c);
+    return train_curve(model, s, c.B, c.T, [&] { return batch; });
+}
+
+// The full-size curve's run (reference_case.h): the model, data and settings of the committed
+// d12 curve, batch after batch from the default corpus as the trainer draws them.
+template <class S>
+Curve full_size_curve(const ReferenceSettings& s, const std::string& data_dir) {
+    const GPTConfig config = config_by_name(kFullSizeModel);
+    GPT<S> model(config, s.batch, s.seq);
+    model.set_parameters(init_parameters(config, kFullSizeSeed));
+    DataLoader data(find_shards(data_dir, "train"), s.batch, s.seq, 0, 1, config.vocab_size);
+    return train_curve(model, s, s.batch, s.seq, [&] { return data.next(); });
 }
 
 // One optimizer step of the reference case taken two ways: its batch of B sequences whole, and

@@ -16,7 +16,7 @@ __global__ void adamw_mixed_kernel(float* params, Act* act_copy, const float* gr
     const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
     if (i >= n) return;
     const float scale = stage00::device_clip_factor(grad_sum_squares, s);
-    // EXERCISE BEGIN stage02.mixed_precision_adamw TESTS Kernels.AdamW|Model.LossCurveMatchesPyTorch|Model.MasterWeightsStayFp32
+    // EXERCISE BEGIN stage02.mixed_precision_adamw TESTS Kernels.AdamW|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32
     float mi = m[i], vi = v[i];
     const float p = stage00::adamw_element(params[i], grads[i] * scale, mi, vi, step->lr, step->t, s);
     params[i] = p;                     // the master weight keeps every bit of the update

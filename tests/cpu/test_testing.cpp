@@ -152,6 +152,26 @@ TEST(Compare, TolerancesGrowWithLowerPrecision) {
     EXPECT_FALSE(all_close("bf16 error", a, e, kTf32));
 }
 
+// One element is its own relative L2 error: a one-element tensor within rtol passes (GELU's
+// backward at n = 1 on an H100: 3.3e-5 relative, inside fp32's rtol 1e-4, above its rel_l2 3e-5),
+// while large tensors keep the tight limit, and an error beyond rtol still fails.
+TEST(Compare, SmallTensorsAreJudgedByTheirElements) {
+    const std::vector<float> e = {-3.58120e-4f};
+    const std::vector<float> within = {e[0] * (1.0f + 3.3e-5f)}, outside = {e[0] * (1.0f + 2e-4f)};
+    EXPECT_TRUE(all_close("one element, 3.3e-5 relative", within, e, kFp32));
+    EXPECT_FALSE(all_close("one element, 2e-4 relative", outside, e, kFp32));
+    EXPECT_DOUBLE_EQ(rel_l2_limit(kFp32, 1), kFp32.rtol);
+    EXPECT_DOUBLE_EQ(rel_l2_limit(kFp32, 1000), kFp32.rel_l2);
+    EXPECT_DOUBLE_EQ(rel_l2_limit(kBf16, 65536), kBf16.rel_l2);
+    // 1000 elements all 5e-5 off: inside rtol element-wise, a systematic error the L2 bound catches.
+    std::vector<float> big(1000), shifted(1000);
+    for (size_t i = 0; i < big.size(); ++i) {
+        big[i] = 1.0f + 0.001f * static_cast<float>(i);
+        shifted[i] = big[i] * (1.0f + 5e-5f);
+    }
+    EXPECT_FALSE(all_close("1000 elements, 5e-5 relative each", shifted, big, kFp32));
+}
+
 // A kernel that loses one term of each 1024-term sum (a loop bound off by one, say). With terms
 // of equal size c and random signs, the sums are about 32c, so every element is off by c, 1/32 ≈
 // 3% of the tensor's RMS: inside bf16's element-wise bounds (3.2e-2 x RMS) everywhere, but a
