@@ -355,9 +355,19 @@ void softmax_crossentropy_backward(float* dlogits, const float* probs, const int
 }
 
 double sum_squares(const float* x, size_t n) {
+    // Fixed blocks added in a fixed order: the same bits for any number of threads (an OpenMP
+    // reduction adds the threads' parts in the order they finish), so a resumed run is exact.
+    constexpr i64 kBlocks = 256;
+    double part[kBlocks] = {};
+#pragma omp parallel for schedule(static)
+    for (i64 b = 0; b < kBlocks; ++b) {
+        const i64 lo = i64(n) * b / kBlocks, hi = i64(n) * (b + 1) / kBlocks;
+        double s = 0.0;
+        for (i64 i = lo; i < hi; ++i) s += double(x[i]) * x[i];
+        part[b] = s;
+    }
     double sum = 0.0;
-#pragma omp parallel for reduction(+ : sum)
-    for (i64 i = 0; i < i64(n); ++i) sum += double(x[i]) * x[i];
+    for (const double p : part) sum += p;
     return sum;
 }
 

@@ -81,6 +81,18 @@ Batch DataLoader::next() {
     return batch;
 }
 
+void DataLoader::seek(const Position& p) {
+    const int64_t step_tokens = static_cast<int64_t>(B_) * T_ * world_;
+    if (p.shard < 0 || p.shard >= static_cast<int64_t>(paths_.size()))
+        throw Error("data position: shard " + std::to_string(p.shard) + " does not exist (" +
+                    std::to_string(paths_.size()) + " shard(s))");
+    if (static_cast<size_t>(p.shard) != shard_) load_shard(static_cast<size_t>(p.shard));
+    if (p.pos < 0 || p.pos % step_tokens != 0 || p.pos + step_tokens + 1 > static_cast<int64_t>(tokens_.size()))
+        throw Error("data position: token " + std::to_string(p.pos) + " of shard " + paths_[shard_] +
+                    " is not the start of a step's windows");
+    pos_ = p.pos;
+}
+
 void DataLoader::reset() {
     if (shard_ == 0)
         pos_ = 0;

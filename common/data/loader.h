@@ -21,6 +21,14 @@ class DataLoader {
 
     Batch next();
     void reset();
+
+    // Where the next window starts, to save in a checkpoint; seek() returns there and throws
+    // gpt::Error if the position is not a window start of this data (other data, B or T).
+    struct Position {
+        int64_t shard = 0, pos = 0;
+    };
+    Position position() const { return {static_cast<int64_t>(shard_), pos_}; }
+    void seek(const Position& p);
     int64_t total_tokens() const { return total_tokens_; }
     int B() const { return B_; }
     int T() const { return T_; }

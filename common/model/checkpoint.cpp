@@ -1,5 +1,13 @@
 #include "model/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -14,13 +22,143 @@ namespace gpt {
 
 namespace {
 constexpr int kHeaderInts = 256;
+constexpr int kHashWord = 10;
 
-uint32_t payload_hash(const Checkpoint& c) {
-    uint32_t h = fnv1a(c.params.data(), c.params.size() * sizeof(float));
-    h = fnv1a(c.m.data(), c.m.size() * sizeof(float), h);
-    return fnv1a(c.v.data(), c.v.size() * sizeof(float), h);
+// Header words (docs/formats.md, "Checkpoints"). Words from kReservedFrom on must be zero.
+enum Word {
+    kMagic = 0, kVersion = 1, kMaxT = 2, kVocab = 3, kLayers = 4, kHeads = 5, kEmbd = 6, kStep = 7,
+    kHasOpt = 8, kCount = 9, kHash = kHashWord, kHasRun = 11, kBatch = 12, kSeq = 13, kMicro = 14,
+    kWorld = 15, kSteps = 16, kWarmup = 17, kLr = 18, kMinLrFrac = 19, kWeightDecay = 20, kBeta1 = 21,
+    kBeta2 = 22, kEps = 23, kGradClip = 24, kSeed = 25 /* 2 words */, kDataTokens = 27 /* 2 */,
+    kDataShard = 29 /* 2 */, kDataPos = 31 /* 2 */, kSampleRng = 33 /* 8 */, kReservedFrom = 41
+};
+
+using Header = int32_t[kHeaderInts];
+
+void put_float(Header h, int word, float v) { std::memcpy(&h[word], &v, sizeof(v)); }
+float get_float(const Header h, int word) {
+    float v;
+    std::memcpy(&v, &h[word], sizeof(v));
+    return v;
 }
+void put_u64(Header h, int word, uint64_t v) { std::memcpy(&h[word], &v, sizeof(v)); }
+uint64_t get_u64(const Header h, int word) {
+    uint64_t v;
+    std::memcpy(&v, &h[word], sizeof(v));
+    return v;
+}
+
+// FNV-1a over the header (its hash word taken as 0) and then the payload, so that a flipped
+// bit anywhere in the file, the step count included, is found.
+uint32_t file_hash(const Header header, const Checkpoint& c) {
+    Header h;
+    std::memcpy(h, header, sizeof(h));
+    h[kHash] = 0;
+    uint32_t hash = fnv1a(h, sizeof(h));
+    hash = fnv1a(c.params.data(), c.params.size() * sizeof(float), hash);
+    hash = fnv1a(c.m.data(), c.m.size() * sizeof(float), hash);
+    return fnv1a(c.v.data(), c.v.size() * sizeof(float), hash);
+}
+
+// "" when every value is finite, else which one is not ("parameter 12 of wte is nan").
+std::string first_non_finite(const std::vector<float>& values, const GPTConfig& config, const char* what) {
+    for (size_t i = 0; i < values.size(); ++i) {
+        if (std::isfinite(values[i])) continue;
+        const ParamLayout layout(config);
+        int t = 0;
+        while (t + 1 < kNumParamTensors && i >= layout.offset[t + 1]) ++t;
+        return std::string(what) + " " + std::to_string(i - layout.offset[t]) + " of " + ParamLayout::name(t) +
+               " is " + (std::isnan(values[i]) ? "nan" : "inf");
+    }
+    return "";
+}
+
+void fill_header(Header h, const Checkpoint& c, size_t n) {
+    std::memset(h, 0, sizeof(Header));
+    h[kMagic] = kCheckpointMagic;
+    h[kVersion] = kCheckpointVersion;
+    h[kMaxT] = c.config.max_seq_len;
+    h[kVocab] = c.config.vocab_size;
+    h[kLayers] = c.config.n_layer;
+    h[kHeads] = c.config.n_head;
+    h[kEmbd] = c.config.n_embd;
+    h[kStep] = c.step;
+    h[kHasOpt] = c.m.empty() ? 0 : 1;
+    h[kCount] = static_cast<int32_t>(n);
+    const RunState& r = c.run;
+    if (!r.recorded) return;
+    h[kHasRun] = 1;
+    h[kBatch] = r.batch;
+    h[kSeq] = r.seq;
+    h[kMicro] = r.micro_batches;
+    h[kWorld] = r.world;
+    h[kSteps] = r.steps;
+    h[kWarmup] = r.warmup;
+    put_float(h, kLr, r.lr);
+    put_float(h, kMinLrFrac, r.min_lr_frac);
+    put_float(h, kWeightDecay, r.weight_decay);
+    put_float(h, kBeta1, r.beta1);
+    put_float(h, kBeta2, r.beta2);
+    put_float(h, kEps, r.eps);
+    put_float(h, kGradClip, r.grad_clip);
+    put_u64(h, kSeed, r.seed);
+    put_u64(h, kDataTokens, static_cast<uint64_t>(r.data_tokens));
+    put_u64(h, kDataShard, static_cast<uint64_t>(r.data_shard));
+    put_u64(h, kDataPos, static_cast<uint64_t>(r.data_pos));
+    for (int i = 0; i < 4; ++i) put_u64(h, kSampleRng + 2 * i, r.sample_rng[i]);
+}
+
+// SIGINT and SIGTERM during a save only set this flag; the save then stops, removes its
+// temporary file and leaves the previous checkpoint in place.
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_signal_during_save(int sig) { g_interrupted = sig; }
+
+// Installs the handlers for the life of one save and puts the previous ones back.
+class SaveSignals {
+  public:
+    SaveSignals() {
+        g_interrupted = 0;
+        struct sigaction sa = {};
+        sa.sa_handler = on_signal_during_save;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SaveSignals() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    SaveSignals(const SaveSignals&) = delete;
+    SaveSignals& operator=(const SaveSignals&) = delete;
+
+  private:
+    struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+std::string parent_dir(const std::string& path) {
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? "." : parent.string();
+}
+
 }  // namespace
+
+std::function<void()>& checkpoint_save_progress_hook() {
+    static std::function<void()> hook;
+    return hook;
+}
+
+void check_checkpoint_writable(const std::string& path) {
+    if (path.empty()) throw Error("checkpoint path is empty");
+    struct stat st = {};
+    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw Error("cannot write checkpoint " + path + ": it exists and is not a regular file" +
+                    (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
+    const std::string dir = parent_dir(path);
+    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw Error("cannot write checkpoint " + path + ": directory " + dir + " does not exist");
+    if (access(dir.c_str(), W_OK) != 0)
+        throw Error("cannot write checkpoint " + path + ": directory " + dir + " is not writable");
+}
 
 void save_checkpoint(const std::string& path, const Checkpoint& c) {
     validate_config(c.config);
@@ -29,87 +167,163 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     const bool has_opt = !c.m.empty();
     if (has_opt && (c.m.size() != n || c.v.size() != n))
         throw Error("checkpoint " + path + ": optimizer state size does not match the parameters");
+    for (const auto& [values, what] : {std::pair{&c.params, "parameter"}, {&c.m, "AdamW moment m"},
+                                       {&c.v, "AdamW moment v"}}) {
+        const std::string bad = first_non_finite(*values, c.config, what);
+        if (!bad.empty()) throw Error("not saving checkpoint " + path + ": " + bad);
+    }
+    check_checkpoint_writable(path);
 
-    int32_t header[kHeaderInts] = {};
-    header[0] = kCheckpointMagic;
-    header[1] = kCheckpointVersion;
-    header[2] = c.config.max_seq_len;
-    header[3] = c.config.vocab_size;
-    header[4] = c.config.n_layer;
-    header[5] = c.config.n_head;
-    header[6] = c.config.n_embd;
-    header[7] = c.step;
-    header[8] = has_opt ? 1 : 0;
-    header[9] = static_cast<int32_t>(n);
-    const uint32_t hash = payload_hash(c);
-    std::memcpy(&header[10], &hash, sizeof(hash));
+    Header header;
+    fill_header(header, c, n);
+    header[kHash] = static_cast<int32_t>(file_hash(header, c));
 
     const std::string tmp = path + ".tmp";
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error("cannot write checkpoint " + tmp);
-        out.write(reinterpret_cast<const char*>(header), sizeof(header));
-        out.write(reinterpret_cast<const char*>(c.params.data()), n * sizeof(float));
-        if (has_opt) {
-            out.write(reinterpret_cast<const char*>(c.m.data()), n * sizeof(float));
-            out.write(reinterpret_cast<const char*>(c.v.data()), n * sizeof(float));
+    SaveSignals signals;
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error("cannot write checkpoint " + tmp + ": " + std::strerror(errno));
+    // Any failure from here on removes the temporary file; PATH is untouched until the rename.
+    auto fail = [&](const std::string& why) {
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw Error("checkpoint " + path + " not saved: " + why + " (" + path + " is left as it was)");
+    };
+    auto write_all = [&](const void* data, size_t bytes) {
+        const char* p = static_cast<const char*>(data);
+        constexpr size_t kChunk = size_t(16) << 20;  // check for a signal every 16 MiB
+        while (bytes > 0) {
+            const ssize_t done = ::write(fd, p, std::min(bytes, kChunk));
+            if (done < 0 && errno == EINTR) continue;
+            if (done <= 0) fail(std::string("write error: ") + std::strerror(errno ? errno : EIO));
+            p += done;
+            bytes -= static_cast<size_t>(done);
+            if (checkpoint_save_progress_hook()) checkpoint_save_progress_hook()();
+            if (g_interrupted) fail(g_interrupted == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
         }
-        out.flush();
-        if (!out) throw Error("cannot write checkpoint " + tmp + " (disk full?)");
+    };
+    write_all(header, sizeof(header));
+    write_all(c.params.data(), n * sizeof(float));
+    if (has_opt) {
+        write_all(c.m.data(), n * sizeof(float));
+        write_all(c.v.data(), n * sizeof(float));
     }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw Error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+    // The data must be on the disk before the rename makes it the checkpoint.
+    if (::fsync(fd) != 0) fail(std::string("fsync failed: ") + std::strerror(errno));
+    if (::close(fd) != 0) {
+        ::unlink(tmp.c_str());
+        throw Error("checkpoint " + path + " not saved: " + std::strerror(errno));
+    }
+    if (g_interrupted) {
+        ::unlink(tmp.c_str());
+        throw Error("checkpoint " + path + " not saved: interrupted (" + path + " is left as it was)");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throw Error("cannot rename " + tmp + " to " + path + ": " + why);
+    }
+    // And the rename itself reaches the disk with its directory.
+    const int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        ::fsync(dir);
+        ::close(dir);
+    }
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
+    const std::string where = "checkpoint " + path + ": ";
+    struct stat st = {};
+    if (stat(path.c_str(), &st) != 0) throw Error(where + "cannot open (" + std::strerror(errno) + ")");
+    if (!S_ISREG(st.st_mode)) throw Error(where + "not a regular file");
     std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("checkpoint " + path + ": cannot open (missing?)");
-    int32_t header[kHeaderInts];
-    if (!in.read(reinterpret_cast<char*>(header), sizeof(header)))
-        throw Error("checkpoint " + path + ": truncated header");
-    if (header[0] != kCheckpointMagic)
-        throw Error("checkpoint " + path + ": bad magic " + std::to_string(header[0]) + " (not a checkpoint)");
-    if (header[1] != kCheckpointVersion)
-        throw Error("checkpoint " + path + ": unsupported version " + std::to_string(header[1]));
+    if (!in) throw Error(where + "cannot open (unreadable?)");
+    Header header;
+    if (!in.read(reinterpret_cast<char*>(header), sizeof(header))) throw Error(where + "truncated header");
+    if (header[kMagic] != kCheckpointMagic)
+        throw Error(where + "bad magic " + std::to_string(header[kMagic]) + " (not a checkpoint)");
+    if (header[kVersion] != kCheckpointVersion)
+        throw Error(where + "unsupported version " + std::to_string(header[kVersion]) + " (this build reads " +
+                    std::to_string(kCheckpointVersion) + ")");
 
     Checkpoint c;
-    c.config.max_seq_len = header[2];
-    c.config.vocab_size = header[3];
-    c.config.n_layer = header[4];
-    c.config.n_head = header[5];
-    c.config.n_embd = header[6];
+    c.config.max_seq_len = header[kMaxT];
+    c.config.vocab_size = header[kVocab];
+    c.config.n_layer = header[kLayers];
+    c.config.n_head = header[kHeads];
+    c.config.n_embd = header[kEmbd];
     try {
         validate_config(c.config);
     } catch (const Error& e) {
-        throw Error("checkpoint " + path + ": " + e.what());
+        throw Error(where + e.what());
     }
-    c.step = header[7];
-    const bool has_opt = header[8] == 1;
+    c.step = header[kStep];
+    if (c.step < 0) throw Error(where + "negative step count " + std::to_string(c.step));
+    if (header[kHasOpt] != 0 && header[kHasOpt] != 1)
+        throw Error(where + "header word 8 (optimizer state follows) is " + std::to_string(header[kHasOpt]) +
+                    ", not 0 or 1");
+    if (header[kHasRun] != 0 && header[kHasRun] != 1)
+        throw Error(where + "header word 11 (run state recorded) is " + std::to_string(header[kHasRun]) +
+                    ", not 0 or 1");
+    const bool has_opt = header[kHasOpt] == 1;
     const size_t n = ParamLayout(c.config).total();
-    if (header[9] != static_cast<int32_t>(n) || c.step < 0 || (header[8] != 0 && header[8] != 1))
-        throw Error("checkpoint " + path + ": header does not match its own config (corrupt)");
+    if (header[kCount] != static_cast<int32_t>(n))
+        throw Error(where + "parameter count " + std::to_string(header[kCount]) + " does not match its config (" +
+                    std::to_string(n) + ")");
+    for (int w = kReservedFrom; w < kHeaderInts; ++w)
+        if (header[w] != 0) throw Error(where + "reserved header word " + std::to_string(w) + " is not zero");
+    if (header[kHasRun] == 0)
+        for (int w = kHasRun + 1; w < kReservedFrom; ++w)
+            if (header[w] != 0)
+                throw Error(where + "header word " + std::to_string(w) + " is set but no run state is recorded");
 
     const uintmax_t expected = sizeof(header) + n * sizeof(float) * (has_opt ? 3 : 1);
-    std::error_code ec;
-    const uintmax_t actual = std::filesystem::file_size(path, ec);
-    if (ec || actual != expected)
-        throw Error("checkpoint " + path + ": size " + std::to_string(actual) + " bytes, expected " +
-                    std::to_string(expected) + " (truncated or corrupt)");
+    if (static_cast<uintmax_t>(st.st_size) != expected)
+        throw Error(where + "size " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(expected) +
+                    " (truncated or corrupt)");
 
     auto read_floats = [&](std::vector<float>& dst) {
         dst.resize(n);
-        if (!in.read(reinterpret_cast<char*>(dst.data()), n * sizeof(float)))
-            throw Error("checkpoint " + path + ": truncated");
+        if (!in.read(reinterpret_cast<char*>(dst.data()), n * sizeof(float))) throw Error(where + "truncated");
     };
     read_floats(c.params);
     if (has_opt) {
         read_floats(c.m);
         read_floats(c.v);
     }
-    uint32_t stored;
-    std::memcpy(&stored, &header[10], sizeof(stored));
-    if (payload_hash(c) != stored) throw Error("checkpoint " + path + ": checksum mismatch (corrupt)");
+    if (file_hash(header, c) != static_cast<uint32_t>(header[kHash]))
+        throw Error(where + "checksum mismatch (corrupt)");
+    for (const auto& [values, what] : {std::pair{&c.params, "parameter"}, {&c.m, "AdamW moment m"},
+                                       {&c.v, "AdamW moment v"}}) {
+        const std::string bad = first_non_finite(*values, c.config, what);
+        if (!bad.empty()) throw Error(where + bad);
+    }
+
+    RunState& r = c.run;
+    r.recorded = header[kHasRun] == 1;
+    if (r.recorded) {
+        r.batch = header[kBatch];
+        r.seq = header[kSeq];
+        r.micro_batches = header[kMicro];
+        r.world = header[kWorld];
+        r.steps = header[kSteps];
+        r.warmup = header[kWarmup];
+        r.lr = get_float(header, kLr);
+        r.min_lr_frac = get_float(header, kMinLrFrac);
+        r.weight_decay = get_float(header, kWeightDecay);
+        r.beta1 = get_float(header, kBeta1);
+        r.beta2 = get_float(header, kBeta2);
+        r.eps = get_float(header, kEps);
+        r.grad_clip = get_float(header, kGradClip);
+        r.seed = get_u64(header, kSeed);
+        r.data_tokens = static_cast<int64_t>(get_u64(header, kDataTokens));
+        r.data_shard = static_cast<int64_t>(get_u64(header, kDataShard));
+        r.data_pos = static_cast<int64_t>(get_u64(header, kDataPos));
+        for (int i = 0; i < 4; ++i) r.sample_rng[i] = get_u64(header, kSampleRng + 2 * i);
+        if (r.batch < 1 || r.seq < 1 || r.micro_batches < 1 || r.world < 1 || r.steps < 1 || r.warmup < 0 ||
+            r.data_tokens < 1 || r.data_shard < 0 || r.data_pos < 0)
+            throw Error(where + "run state out of range (batch, seq, micro-batches, processes and steps must be "
+                                "positive; warmup and data position not negative)");
+    }
     return c;
 }
 

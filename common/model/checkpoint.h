@@ -1,5 +1,8 @@
-// Checkpoint files (docs/formats.md): config, step, parameters and optionally AdamW state.
+// Checkpoint files (docs/formats.md): config, step, parameters, optionally AdamW state, and the
+// state a run needs to continue exactly where it stopped.
 #pragma once
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -8,19 +11,45 @@
 namespace gpt {
 
 constexpr int kCheckpointMagic = 20261122;
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
+
+// Everything besides the weights that decides what the next step computes: the settings that
+// shape the run, where the data loader stands, and the sampling generator's state. Saved by the
+// trainers; gpt_init's files have none (`recorded` false).
+struct RunState {
+    bool recorded = false;
+    int batch = 0, seq = 0, micro_batches = 0, world = 0;
+    int steps = 0, warmup = 0;  // the schedule: total steps of the run, linear warmup
+    float lr = 0, min_lr_frac = 0;
+    float weight_decay = 0, beta1 = 0, beta2 = 0, eps = 0, grad_clip = 0;
+    uint64_t seed = 0;
+    int64_t data_tokens = 0;            // train tokens in the data set, to recognise it again
+    int64_t data_shard = 0, data_pos = 0;  // the loader's next window
+    uint64_t sample_rng[4] = {};        // the sampling generator's state
+};
 
 struct Checkpoint {
     GPTConfig config;
     int step = 0;               // training steps taken
     std::vector<float> params;  // file layout (unpadded vocabulary)
     std::vector<float> m, v;    // AdamW moments, empty when not saved
+    RunState run;
 };
 
-// Writes PATH.tmp then renames it over PATH, so a crash never leaves a half-written file.
+// Writes PATH.tmp, flushes it to the disk, then renames it over PATH: a crash, a full disk or
+// SIGINT/SIGTERM during the save leaves the previous PATH as it was and no PATH.tmp behind.
+// Refuses parameters or moments that are not finite. Throws gpt::Error naming the file.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 
-// Verifies magic, version, config, size and checksum; throws gpt::Error naming the file.
+// Verifies every rule of the format (magic, version, config, reserved words, size, checksum of
+// header and payload, finite values); throws gpt::Error naming the file and the rule broken.
 Checkpoint load_checkpoint(const std::string& path);
+
+// Fails now, with one line, if a checkpoint could not be written to PATH later: its directory
+// is missing or read-only, or PATH is a directory or another non-regular file.
+void check_checkpoint_writable(const std::string& path);
+
+// For tests: called after each chunk a save writes (a test raises SIGINT there).
+std::function<void()>& checkpoint_save_progress_hook();
 
 }  // namespace gpt

@@ -1,15 +1,39 @@
 #include "train/logger.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include "util/error.h"
 
 namespace gpt {
 
-Logger::Logger(const std::string& path) {
+Logger::Logger(const std::string& path) : path_(path) {
     if (path.empty()) return;
-    jsonl_ = std::fopen(path.c_str(), "w");
-    if (!jsonl_) throw Error("--log " + path + ": cannot open for writing");
+    struct stat st = {};
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error("--log " + path + ": is a directory");
+    // Non-blocking, so that a FIFO nobody reads fails at once instead of hanging the run;
+    // /dev/null, a pipe being read and regular files work.
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0)
+        throw Error("--log " + path + ": cannot open for writing (" +
+                    (errno == ENXIO ? std::string("a FIFO with no reader") : std::strerror(errno)) + ")");
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    jsonl_ = ::fdopen(fd, "w");
+    if (!jsonl_) {
+        ::close(fd);
+        throw Error("--log " + path + ": cannot open for writing");
+    }
+}
+
+void Logger::write_line(const std::string& line) {
+    if (!jsonl_) return;
+    if (std::fputs(line.c_str(), jsonl_) < 0 || std::fflush(jsonl_) != 0 || std::ferror(jsonl_))
+        throw Error("--log " + path_ + ": write error (" + std::strerror(errno ? errno : EIO) + ")");
 }
 
 Logger::~Logger() {
@@ -32,40 +56,29 @@ void Logger::step(const StepRecord& r) {
     std::printf("step %5d/%d | loss %.4f | lr %.2e | norm %7.4f | %8.1f ms | %9.0f tok/s | MFU %s\n", r.step + 1,
                 r.steps, r.loss, r.lr, r.grad_norm, r.ms, r.tokens_per_s, mfu);
     std::fflush(stdout);
-    if (jsonl_) {
-        std::fprintf(jsonl_,
-                     "{\"type\": \"step\", \"step\": %d, \"steps\": %d, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, "
-                     "\"ms\": %s, \"tokens_per_s\": %s, \"mfu\": %s}\n",
-                     r.step, r.steps, num(r.loss, "%.9g").c_str(), num(r.lr).c_str(), num(r.grad_norm).c_str(),
-                     num(r.ms).c_str(), num(r.tokens_per_s).c_str(), r.mfu >= 0 ? num(r.mfu).c_str() : "null");
-        std::fflush(jsonl_);
-    }
+    write_line("{\"type\": \"step\", \"step\": " + std::to_string(r.step) + ", \"steps\": " +
+               std::to_string(r.steps) + ", \"loss\": " + num(r.loss, "%.9g") + ", \"lr\": " + num(r.lr) +
+               ", \"grad_norm\": " + num(r.grad_norm) + ", \"ms\": " + num(r.ms) +
+               ", \"tokens_per_s\": " + num(r.tokens_per_s) + ", \"mfu\": " + (r.mfu >= 0 ? num(r.mfu) : "null") +
+               "}\n");
 }
 
 void Logger::validation(int step, float val_loss) {
     std::printf("step %5d | val loss %.4f\n", step + 1, val_loss);
     std::fflush(stdout);
-    if (jsonl_) {
-        std::fprintf(jsonl_, "{\"type\": \"val\", \"step\": %d, \"val_loss\": %s}\n", step,
-                     num(val_loss, "%.9g").c_str());
-        std::fflush(jsonl_);
-    }
+    write_line("{\"type\": \"val\", \"step\": " + std::to_string(step) + ", \"val_loss\": " +
+               num(val_loss, "%.9g") + "}\n");
 }
 
 void Logger::sample(int step, const std::string& text) {
     std::printf("step %5d | sample:\n---\n%s\n---\n", step + 1, text.c_str());
     std::fflush(stdout);
-    if (jsonl_) {
-        std::fprintf(jsonl_, "{\"type\": \"sample\", \"step\": %d, \"text\": %s}\n", step, json_string(text).c_str());
-        std::fflush(jsonl_);
-    }
+    write_line("{\"type\": \"sample\", \"step\": " + std::to_string(step) + ", \"text\": " + json_string(text) +
+               "}\n");
 }
 
 void Logger::event(const std::string& type, const std::string& json_fields) {
-    if (!jsonl_) return;
-    std::fprintf(jsonl_, "{\"type\": %s%s%s}\n", json_string(type).c_str(), json_fields.empty() ? "" : ", ",
-                 json_fields.c_str());
-    std::fflush(jsonl_);
+    write_line("{\"type\": " + json_string(type) + (json_fields.empty() ? "" : ", ") + json_fields + "}\n");
 }
 
 std::string Logger::json_string(const std::string& s) {

@@ -18,7 +18,9 @@ struct StepRecord {
 
 class Logger {
   public:
-    explicit Logger(const std::string& jsonl_path);  // empty path: stdout only
+    // Opens (creates or truncates) the JSON Lines file now, so that a path that cannot be
+    // written fails before training starts; empty path: stdout only.
+    explicit Logger(const std::string& jsonl_path);
     ~Logger();
     Logger(const Logger&) = delete;
     Logger& operator=(const Logger&) = delete;
@@ -32,6 +34,8 @@ class Logger {
     static std::string json_string(const std::string& s);
 
   private:
+    void write_line(const std::string& line);  // throws gpt::Error on a write error (disk full)
+    std::string path_;
     FILE* jsonl_ = nullptr;
 };
 

@@ -54,9 +54,58 @@ inline int micro_batches_per_step(const TrainOptions& opt, int world) {
     return static_cast<int>(opt.total_batch / per_micro);
 }
 
+// What a message about non-finite numbers says about their likely cause.
+inline std::string divergence_hint(const TrainOptions& opt, const std::string& started_from) {
+    char lr[32];
+    std::snprintf(lr, sizeof(lr), "%g", opt.lr);
+    return std::string("the run diverged: try a lower --lr than ") + lr +
+           (started_from.empty() ? "" : ", or check the checkpoint it started from, " + started_from);
+}
+
+// The settings a resumed run must share with the run that saved the checkpoint: those that
+// decide which tokens each step sees (an error), and those of the schedule and optimizer (a
+// printed note: continuing with other ones is a choice, but the run is then no longer the same).
+inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micro_batches, int world) {
+    const RunState& r = ck.run;
+    const std::string where = "--resume " + opt.resume + ": ";
+    if (!r.recorded)
+        throw Error(where + "the checkpoint records no run to continue (written by gpt_init?); use --init to "
+                            "start a new run from its weights");
+    auto must_match = [&](const char* option, long long saved, long long now) {
+        if (saved != now)
+            throw Error(where + "the run was saved with " + option + " " + std::to_string(saved) + ", this one has " +
+                        std::to_string(now) + "; resume with the same " + option + " (or --init to start anew)");
+    };
+    must_match("--batch", r.batch, opt.batch);
+    must_match("--seq", r.seq, opt.seq);
+    must_match("micro-batches per step (--total-batch)", r.micro_batches, micro_batches);
+    must_match("processes", r.world, world);
+    must_match("--seed", static_cast<long long>(r.seed), static_cast<long long>(opt.seed));
+    auto note = [&](const char* option, double saved, double now) {
+        if (saved != now)
+            std::printf("resume     note: %s is %g, the saved run had %g; the run continues with %g\n", option, now,
+                        saved, now);
+    };
+    note("--steps", r.steps, opt.steps);
+    note("--warmup", r.warmup, opt.warmup);
+    note("--lr", r.lr, opt.lr);
+    note("--min-lr-frac", r.min_lr_frac, opt.min_lr_frac);
+    note("--weight-decay", r.weight_decay, opt.adamw.weight_decay);
+    note("--beta1", r.beta1, opt.adamw.beta1);
+    note("--beta2", r.beta2, opt.adamw.beta2);
+    note("--eps", r.eps, opt.adamw.eps);
+    note("--grad-clip", r.grad_clip, opt.adamw.grad_clip);
+}
+
 template <class S>
 int train(const TrainOptions& opt) {
     S::check_device();
+
+    // The outputs first: a run must not fail at its end because it cannot write what it made.
+    if (!opt.save.empty()) check_checkpoint_writable(opt.save);
+    if (opt.stop_after > 0 && opt.save.empty())
+        throw Error("--stop-after " + std::to_string(opt.stop_after) + " needs --save (the checkpoint to resume from)");
+    Logger log(opt.log);
 
     // Model: a checkpoint's config wins over --model.
     Checkpoint start;
@@ -78,6 +127,20 @@ int train(const TrainOptions& opt) {
     const int rank = parallel.rank(), world = parallel.world();
     const int micro_batches = micro_batches_per_step(opt, world);
     const long long step_tokens = static_cast<long long>(opt.batch) * opt.seq * micro_batches * world;
+    if (!opt.resume.empty()) {
+        check_resume(opt, start, micro_batches, world);
+        if (start.step >= opt.steps) {
+            std::printf("resume     %s has already taken all %d steps of this run (--steps %d): nothing to do; "
+                        "give a larger --steps to train further\n",
+                        opt.resume.c_str(), start.step, opt.steps);
+            return 0;
+        }
+    }
+    if (opt.stop_after > 0 && !opt.resume.empty() && opt.stop_after <= start.step)
+        throw Error("--stop-after " + std::to_string(opt.stop_after) + " is not after the checkpoint's step " +
+                    std::to_string(start.step));
+    // The step after which this process stops: the end of the run, or --stop-after.
+    const int stop = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
 
     // Data: fail on bad shards before allocating the model.
     DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, rank, world, config.vocab_size);
@@ -85,6 +148,17 @@ int train(const TrainOptions& opt) {
     if (opt.val_every > 0)
         val_data = std::make_unique<DataLoader>(find_shards(opt.data_dir, "val"), opt.batch, opt.seq, rank, world,
                                                 config.vocab_size);
+    if (!opt.resume.empty()) {
+        if (train_data.total_tokens() != start.run.data_tokens)
+            throw Error("--resume " + opt.resume + ": the run trained on " + std::to_string(start.run.data_tokens) +
+                        " tokens, " + opt.data_dir + " holds " + std::to_string(train_data.total_tokens()) +
+                        "; resume with the same --data");
+        try {
+            train_data.seek({start.run.data_shard, start.run.data_pos});
+        } catch (const Error& e) {
+            throw Error("--resume " + opt.resume + ": " + e.what() + " (was the data changed?)");
+        }
+    }
     std::unique_ptr<Tokenizer> tokenizer;
     if (opt.sample_every > 0) {
         try {
@@ -131,7 +205,6 @@ int train(const TrainOptions& opt) {
         return std::string(buf);
     };
     const std::string peak_match = S::peak_flops_match();
-    Logger log(opt.log);
     log.event("start", "\"stage\": " + Logger::json_string(S::name) +
                            ", \"device\": " + Logger::json_string(S::device_description()) +
                            ", \"model\": " + Logger::json_string(config.describe()) +
@@ -148,8 +221,10 @@ int train(const TrainOptions& opt) {
                            ", \"peak_flops\": " + (peak > 0 ? number(peak) : "null") +
                            ", \"peak_match\": " + (peak_match.empty() ? "null" : Logger::json_string(peak_match)));
     Rng sample_rng(opt.seed + 1);
+    if (!opt.resume.empty()) sample_rng.set_state(start.run.sample_rng);
     std::vector<double> step_ms;
 
+    // Everything the next step depends on, so that --resume continues exactly (RunState).
     auto save = [&](int steps_taken) {
         Checkpoint c;
         c.config = config;
@@ -157,7 +232,34 @@ int train(const TrainOptions& opt) {
         c.params = model.parameters();
         c.m = model.optimizer_m();
         c.v = model.optimizer_v();
-        save_checkpoint(opt.save, c);
+        RunState& r = c.run;
+        r.recorded = true;
+        r.batch = opt.batch;
+        r.seq = opt.seq;
+        r.micro_batches = micro_batches;
+        r.world = world;
+        r.steps = opt.steps;
+        r.warmup = opt.warmup;
+        r.lr = opt.lr;
+        r.min_lr_frac = opt.min_lr_frac;
+        r.weight_decay = opt.adamw.weight_decay;
+        r.beta1 = opt.adamw.beta1;
+        r.beta2 = opt.adamw.beta2;
+        r.eps = opt.adamw.eps;
+        r.grad_clip = opt.adamw.grad_clip;
+        r.seed = opt.seed;
+        r.data_tokens = train_data.total_tokens();
+        r.data_shard = train_data.position().shard;
+        r.data_pos = train_data.position().pos;
+        sample_rng.get_state(r.sample_rng);
+        try {
+            save_checkpoint(opt.save, c);
+        } catch (const Error& e) {
+            const std::string what = e.what();
+            throw Error(what.find("is nan") != std::string::npos || what.find("is inf") != std::string::npos
+                            ? what + " (" + divergence_hint(opt, ckpt_path) + ")"
+                            : what);
+        }
         std::printf("saved      %s (step %d)\n", opt.save.c_str(), steps_taken);
     };
 
@@ -165,7 +267,7 @@ int train(const TrainOptions& opt) {
     // step's mean loss, whatever the number of micro-batches and processes.
     const float loss_scale = static_cast<float>(1.0 / double(step_tokens));
     std::vector<Batch> batches(micro_batches);
-    for (int step = first_step; step < opt.steps; ++step) {
+    for (int step = first_step; step < stop; ++step) {
         const bool last = step + 1 == opt.steps;
         const float lr = learning_rate(step, opt.steps, opt.warmup, opt.lr, opt.min_lr_frac);
 
@@ -175,9 +277,10 @@ int train(const TrainOptions& opt) {
         const StepResult result =
             model.train_step(batches, opt.batch, opt.seq, loss_scale, opt.adamw, lr, step + 1);
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        if (!std::isfinite(result.loss))
-            throw Error("loss is " + std::to_string(result.loss) + " at step " + std::to_string(step + 1) +
-                        " (diverged: try a lower --lr)");
+        if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm))
+            throw Error(std::string(std::isfinite(result.loss) ? "gradient norm" : "loss") + " is " +
+                        std::to_string(std::isfinite(result.loss) ? result.grad_norm : result.loss) + " at step " +
+                        std::to_string(step + 1) + " (" + divergence_hint(opt, ckpt_path) + "); no checkpoint saved");
         if (step > first_step) step_ms.push_back(ms);  // the first step includes warm-up costs
 
         StepRecord r;
@@ -191,14 +294,21 @@ int train(const TrainOptions& opt) {
         r.mfu = peak > 0 ? flops_per_step / (ms / 1000.0) / peak : -1.0;
         log.step(r);
 
-        if (val_data && ((step + 1) % opt.val_every == 0 || last))
-            log.validation(step, validation_loss(model, *val_data, opt.val_batches));
+        if (val_data && ((step + 1) % opt.val_every == 0 || last)) {
+            const float val_loss = validation_loss(model, *val_data, opt.val_batches);
+            if (!std::isfinite(val_loss))
+                throw Error("validation loss is " + std::to_string(val_loss) + " at step " + std::to_string(step + 1) +
+                            " (" + divergence_hint(opt, ckpt_path) + "); no checkpoint saved");
+            log.validation(step, val_loss);
+        }
         if (opt.sample_every > 0 && ((step + 1) % opt.sample_every == 0 || last))
             log.sample(step, generate(model, tokenizer.get(), opt.sample_tokens, opt.temperature, opt.top_k,
                                       sample_rng));
-        if (!opt.save.empty() && ((opt.save_every > 0 && (step + 1) % opt.save_every == 0) || last))
+        if (!opt.save.empty() && ((opt.save_every > 0 && (step + 1) % opt.save_every == 0) || last || step + 1 == stop))
             save(step + 1);
     }
+    if (stop < opt.steps)
+        std::printf("stopped    after step %d of %d; continue with --resume %s\n", stop, opt.steps, opt.save.c_str());
 
     if (!step_ms.empty()) {
         const double ms = median(step_ms);

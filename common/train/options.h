@@ -21,6 +21,7 @@ struct TrainOptions {
     long long total_batch = 0;  // tokens per optimizer step (0: one micro-batch, batch x seq x processes)
     // optimisation
     int steps = 300;
+    int stop_after = 0;  // stop (and save) after this many steps of the run; 0: run all --steps
     float lr = 6e-4f;
     float min_lr_frac = 0.1f;
     int warmup = 30;

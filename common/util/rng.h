@@ -40,6 +40,14 @@ class Rng {
         return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
     }
 
+    // The whole state, to save in a checkpoint and continue the same sequence after a resume.
+    void get_state(uint64_t out[4]) const {
+        for (int i = 0; i < 4; ++i) out[i] = state_[i];
+    }
+    void set_state(const uint64_t in[4]) {
+        for (int i = 0; i < 4; ++i) state_[i] = in[i];
+    }
+
   private:
     static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
     uint64_t state_[4];

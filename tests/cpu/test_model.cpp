@@ -2,11 +2,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <string>
+#include <tuple>
 
 #include "cpu/reference_stage.h"
 #include "data/shard.h"
@@ -207,7 +210,80 @@ TEST_F(CorruptCheckpoint, BadVersion) {
 TEST_F(CorruptCheckpoint, ConfigDoesNotMatchCount) {
     const int32_t layers = 3;
     poke(16, &layers, 4);
-    expect_error_mentions([&] { load_checkpoint(path_); }, "corrupt");
+    expect_error_mentions([&] { load_checkpoint(path_); }, "does not match its config");
+}
+
+TEST_F(CorruptCheckpoint, FlippedStepCount) {  // the hash covers the header too
+    const int32_t step = 18;
+    poke(4 * 7, &step, 4);
+    expect_error_mentions([&] { load_checkpoint(path_); }, "checksum");
+}
+
+TEST_F(CorruptCheckpoint, OptimizerFlagNotZeroOrOne) {
+    const int32_t flag = 2;
+    poke(4 * 8, &flag, 4);
+    expect_error_mentions([&] { load_checkpoint(path_); }, "not 0 or 1");
+}
+
+TEST(Checkpoint, RunStateRoundTrips) {
+    const std::string path = temp_dir() + "/run_state.ckpt";
+    Checkpoint ck = random_checkpoint(config_by_name("micro"));
+    RunState& r = ck.run;
+    r.recorded = true;
+    r.batch = 3, r.seq = 17, r.micro_batches = 2, r.world = 1, r.steps = 99, r.warmup = 5;
+    r.lr = 6e-4f, r.min_lr_frac = 0.1f, r.weight_decay = 0.1f, r.beta1 = 0.9f, r.beta2 = 0.95f, r.eps = 1e-8f;
+    r.grad_clip = 1.0f, r.seed = 0x123456789abcdefull, r.data_tokens = 5'000'000'000ll, r.data_shard = 7;
+    r.data_pos = 3'000'000'000ll;
+    for (int i = 0; i < 4; ++i) r.sample_rng[i] = 0xfedcba9876543210ull >> i;
+    save_checkpoint(path, ck);
+    const RunState b = load_checkpoint(path).run;
+    EXPECT_TRUE(b.recorded);
+    EXPECT_EQ(std::tie(b.batch, b.seq, b.micro_batches, b.world, b.steps, b.warmup),
+              std::tie(r.batch, r.seq, r.micro_batches, r.world, r.steps, r.warmup));
+    EXPECT_EQ(std::tie(b.lr, b.min_lr_frac, b.weight_decay, b.beta1, b.beta2, b.eps, b.grad_clip),
+              std::tie(r.lr, r.min_lr_frac, r.weight_decay, r.beta1, r.beta2, r.eps, r.grad_clip));
+    EXPECT_EQ(std::tie(b.seed, b.data_tokens, b.data_shard, b.data_pos),
+              std::tie(r.seed, r.data_tokens, r.data_shard, r.data_pos));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(b.sample_rng[i], r.sample_rng[i]);
+}
+
+TEST(Checkpoint, RefusesToSaveNonFiniteValues) {
+    const std::string path = temp_dir() + "/nan.ckpt";
+    Checkpoint ck = random_checkpoint(config_by_name("micro"));
+    ck.v[12] = std::numeric_limits<float>::infinity();
+    expect_error_mentions([&] { save_checkpoint(path, ck); }, "AdamW moment v 12 of wte is inf");
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+// SIGINT during a save: the save stops, removes its temporary file, and the checkpoint saved
+// before is still there, whole.
+TEST(Checkpoint, InterruptedSaveKeepsThePreviousOne) {
+    const std::string path = temp_dir() + "/interrupted.ckpt";
+    const Checkpoint first = random_checkpoint(config_by_name("micro"));
+    save_checkpoint(path, first);
+    Checkpoint second = first;
+    second.step = 18;
+    int chunks = 0;
+    checkpoint_save_progress_hook() = [&] {
+        if (++chunks == 1) std::raise(SIGINT);  // after the first chunk
+    };
+    expect_error_mentions([&] { save_checkpoint(path, second); }, "interrupted (SIGINT)");
+    checkpoint_save_progress_hook() = nullptr;
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    const Checkpoint back = load_checkpoint(path);
+    EXPECT_EQ(back.step, first.step);
+    EXPECT_EQ(back.params, first.params);
+    // The handlers are put back: SIGINT is not ignored after the save.
+    struct sigaction now = {};
+    sigaction(SIGINT, nullptr, &now);
+    EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+TEST(Checkpoint, OutputPathIsCheckedBeforeTheWork) {
+    expect_error_mentions([] { check_checkpoint_writable("/nonexistent/dir/x.ckpt"); }, "does not exist");
+    expect_error_mentions([] { check_checkpoint_writable(temp_dir()); }, "not a regular file");
+    check_checkpoint_writable(temp_dir() + "/fresh.ckpt");  // a new file in a writable directory
 }
 
 TEST_F(CorruptCheckpoint, Truncated) {

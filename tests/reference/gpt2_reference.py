@@ -45,7 +45,7 @@ from model import GPT, GPTConfig  # noqa: E402  (model.py, next to this file)
 
 PROG = "gpt2_reference"
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
-CKPT_MAGIC, CKPT_VERSION = 20261122, 1
+CKPT_MAGIC, CKPT_VERSION = 20261122, 2
 HEADER_INTS = 256  # both file kinds start with 256 int32 = 1024 bytes
 HEADER_BYTES = HEADER_INTS * 4
 
@@ -261,7 +261,9 @@ def load_checkpoint(path):
         raise InputError(f"{where}: size {size} bytes, expected {expected} (truncated or corrupt)")
     payload = np.fromfile(path, dtype=np.uint8, offset=HEADER_BYTES)
     stored = int(header[10]) & 0xFFFFFFFF
-    if fnv1a32(payload) != stored:
+    hashed_header = header.copy()
+    hashed_header[10] = 0  # the hash covers the header with its own word taken as 0, then the payload
+    if fnv1a32(payload, fnv1a32(hashed_header.view(np.uint8))) != stored:
         raise InputError(f"{where}: checksum mismatch (corrupt)")
     floats = torch.from_numpy(payload.view("<f4").astype(np.float32))
     params = floats[:n]

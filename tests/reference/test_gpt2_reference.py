@@ -101,9 +101,10 @@ def write_checkpoint(path, cfg, params, step=0, m=None, v=None):
     if m is not None:
         payload += m.astype("<f4").tobytes() + v.astype("<f4").tobytes()
     header = np.zeros(256, dtype="<i4")
-    header[:10] = [20261122, 1, cfg["maxT"], cfg["V"], cfg["L"], cfg["H"], cfg["C"], step,
+    header[:10] = [20261122, 2, cfg["maxT"], cfg["V"], cfg["L"], cfg["H"], cfg["C"], step,
                    1 if m is not None else 0, params.size]
-    header[10] = np.array([fnv1a(payload)], dtype="<u4").view("<i4")[0]
+    # the hash covers the header (its own word 10 still 0) and then the payload
+    header[10] = np.array([fnv1a(header.tobytes() + payload)], dtype="<u4").view("<i4")[0]
     with open(path, "wb") as f:
         f.write(header.tobytes() + payload)
 
@@ -396,6 +397,9 @@ class ReferenceTest(unittest.TestCase):
         flipped = bytearray(good)
         flipped[1024 + 4 * 12345 + 2] ^= 0x10
         check(flipped, "checksum")
+        step = bytearray(good)
+        step[4 * 7] ^= 0x01  # the step count: the hash covers the header too
+        check(step, "checksum")
         check(good[:-4], "size")
         version = bytearray(good)
         version[4] = 7

@@ -77,7 +77,7 @@ def write_script(path, body):
 def write_checkpoint_header(path, maxT, V, L, H, C, params):
     """Only the header of docs/formats.md: all the ladder reads of a checkpoint."""
     with open(path, "wb") as f:
-        f.write(struct.pack("<10i", 20261122, 1, maxT, V, L, H, C, 0, 0, params) + bytes(4 * 246))
+        f.write(struct.pack("<10i", 20261122, 2, maxT, V, L, H, C, 0, 0, params) + bytes(4 * 246))
 
 
 def write_shard(path, tokens):

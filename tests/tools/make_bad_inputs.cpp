@@ -1,8 +1,12 @@
 // Writes the bad inputs of the bad-input tests (tests/cpu/CMakeLists.txt) into OUT_DIR: data
 // directories with one defect each, and broken checkpoints. Each test runs a tool on one of them
 // and expects a one-line error naming the file and a non-zero exit.
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -12,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/params.h"
 #include "util/error.h"
+#include "util/fnv.h"
 #include "util/rng.h"
 
 namespace fs = std::filesystem;
@@ -36,6 +41,18 @@ void poke(const fs::path& file, std::streamoff at, int32_t value) {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(at);
     f.write(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+// Sets header word `word` of a checkpoint and writes the hash the file then needs, so that the
+// loader gets past the checksum to the rule the file breaks.
+void poke_and_rehash(const fs::path& file, std::streamoff at, const void* bytes, size_t n) {
+    std::vector<char> data(fs::file_size(file));
+    std::ifstream(file, std::ios::binary).read(data.data(), static_cast<std::streamsize>(data.size()));
+    std::memcpy(data.data() + at, bytes, n);
+    std::memset(data.data() + 40, 0, 4);  // header word 10, the hash, counts as 0
+    const uint32_t hash = gpt::fnv1a(data.data(), data.size());
+    std::memcpy(data.data() + 40, &hash, 4);
+    std::ofstream(file, std::ios::binary | std::ios::trunc).write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
 }  // namespace
@@ -67,6 +84,14 @@ int main(int argc, char** argv) {
 
         good_data(out / "small_val", 20);  // fewer tokens than one validation batch
 
+        // Good data in three short train shards, for the resume test: at B = 2, T = 16 each
+        // shard holds three steps, so a run of 8 steps crosses shards and wraps around.
+        fs::create_directories(out / "three_shards");
+        for (int i = 0; i < 3; ++i)
+            gpt::write_shard((out / "three_shards" / ("d_train_00000" + std::to_string(i) + ".bin")).string(),
+                             tokens(100, 10 + i));
+        gpt::write_shard((out / "three_shards" / "d_val_000000.bin").string(), tokens(100, 20));
+
         gpt::Checkpoint ck;
         ck.config = gpt::config_by_name("micro");
         ck.params = gpt::init_parameters(ck.config, 1);
@@ -85,6 +110,35 @@ int main(int argc, char** argv) {
             std::ofstream f(out / "not_a_checkpoint.ckpt");
             f << "hello\n";
         }
+        // Format rules (docs/formats.md): the hash covers the header; reserved words are zero;
+        // parameters are finite.
+        const fs::path step_flipped = out / "step_flipped.ckpt";
+        gpt::save_checkpoint(step_flipped.string(), ck);
+        poke(step_flipped, 4 * 7, 1000);
+        const fs::path reserved = out / "reserved_word.ckpt";
+        gpt::save_checkpoint(reserved.string(), ck);
+        const int32_t one = 1;
+        poke_and_rehash(reserved, 4 * 200, &one, 4);
+        const fs::path nan_params = out / "nan_params.ckpt";
+        gpt::save_checkpoint(nan_params.string(), ck);
+        const float nan = std::nanf("");
+        poke_and_rehash(nan_params, 1024 + 4 * 7, &nan, 4);
+
+        // A trainer's checkpoint of a run on `good` (B = 2, T = 16, seed 1337), and one with
+        // optimizer state but no run to continue.
+        gpt::Checkpoint run = ck;
+        run.m.assign(ck.params.size(), 0.0f);
+        run.v.assign(ck.params.size(), 0.0f);
+        gpt::save_checkpoint((out / "no_run_state.ckpt").string(), run);
+        run.step = 1;
+        gpt::RunState& r = run.run;
+        r.recorded = true;
+        r.batch = 2, r.seq = 16, r.micro_batches = 1, r.world = 1, r.steps = 1, r.warmup = 0;
+        r.lr = 1e-3f, r.min_lr_frac = 0.1f, r.weight_decay = 0.1f, r.beta1 = 0.9f, r.beta2 = 0.95f;
+        r.eps = 1e-8f, r.grad_clip = 1.0f, r.seed = 1337, r.data_tokens = 20000;
+        gpt::save_checkpoint((out / "run.ckpt").string(), run);
+
+        if (mkfifo((out / "fifo").c_str(), 0644) != 0) throw gpt::Error("cannot make a FIFO in " + out.string());
         std::printf("wrote bad inputs into %s\n", out.string().c_str());
         return 0;
     } catch (const gpt::Error& e) {
