@@ -67,6 +67,10 @@ int main(int argc, char** argv) {
 
         good_data(out / "small_val", 20);  // fewer tokens than one validation batch
 
+        // A short training shard among good ones: skipped with a warning, the run goes on.
+        good_data(out / "short_shard");
+        gpt::write_shard((out / "short_shard" / "d_train_000001.bin").string(), tokens(20, 4));
+
         gpt::Checkpoint ck;
         ck.config = gpt::config_by_name("micro");
         ck.params = gpt::init_parameters(ck.config, 1);
