@@ -216,6 +216,31 @@ TEST(Shard, DirectoryIsNotAShard) {
 // ------------------------------------------------------------------------------------------
 // Finding shards
 
+TEST(Shard, SizesLeaveNoShortLastShard) {
+    using Sizes = std::vector<int64_t>;
+    EXPECT_EQ(shard_sizes(1000, 300, 100), (Sizes{300, 300, 300, 100}));  // a last 100 is not short
+    EXPECT_EQ(shard_sizes(950, 300, 100), (Sizes{300, 300, 350}));   // a last 50 joins the one before
+    EXPECT_EQ(shard_sizes(900, 300, 100), (Sizes{300, 300, 300}));
+    EXPECT_EQ(shard_sizes(301, 300, 2), (Sizes{301}));
+    EXPECT_EQ(shard_sizes(250, 300, 100), (Sizes{250}));
+    EXPECT_EQ(shard_sizes(50, 300, 100), (Sizes{50}));  // the whole split is short: gpt_prepare refuses it
+    EXPECT_EQ(shard_sizes(0, 300, 100), (Sizes{}));
+    EXPECT_EQ(shard_sizes(7, 1, 1), (Sizes{1, 1, 1, 1, 1, 1, 1}));
+    // Every shard of a long split is between the minimum and max + min - 1, and they add up.
+    for (int64_t total = 1000; total < 1400; ++total) {
+        const Sizes sizes = shard_sizes(total, 97, 40);
+        int64_t sum = 0;
+        for (const int64_t n : sizes) {
+            EXPECT_GE(n, 40) << total;
+            EXPECT_LE(n, 97 + 40 - 1) << total;
+            sum += n;
+        }
+        EXPECT_EQ(sum, total);
+    }
+    EXPECT_THROW(shard_sizes(100, 10, 11), Error);
+    EXPECT_THROW(shard_sizes(100, 10, 0), Error);
+}
+
 TEST(FindShards, ListsOneSplitInLexicographicOrder) {
     const fs::path dir = scratch_dir();
     for (const char* name : {"fw_train_000002.bin", "fw_train_000000.bin", "fw_train_000001.bin",
