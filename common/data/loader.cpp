@@ -4,6 +4,8 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <utility>
 
 #include "data/shard.h"
 #include "util/error.h"
@@ -31,16 +33,35 @@ DataLoader::DataLoader(std::vector<std::string> shard_paths, int B, int T, int r
     // Validate every header and size now, so that a bad shard is reported before training
     // starts, not hours later when the loader reaches it. Token ids are checked as each shard
     // is loaded: reading every shard up front would take minutes on a large data set.
+    // A shard too short for one step is skipped, not fatal: one short shard (say, the last of a
+    // data set) should not make the others unusable. Only a data set with no usable shard is.
+    std::vector<std::string> usable;
+    std::vector<std::pair<std::string, int64_t>> skipped;
     for (const std::string& path : paths_) {
         const int64_t count = shard_token_count(path);
-        if (count < needed)
-            throw Error("shard " + path + " holds " + std::to_string(count) +
-                        " tokens, fewer than one batch needs (B*T*world+1 = " +
-                        std::to_string(B) + "*" + std::to_string(T) + "*" +
-                        std::to_string(world) + "+1 = " + std::to_string(needed) +
-                        "); use a smaller --batch or --seq");
+        if (count < needed) {
+            skipped.emplace_back(path, count);
+            continue;
+        }
+        usable.push_back(path);
         total_tokens_ += count;
     }
+    const std::string batch_needs = "fewer than one batch needs (B*T*world+1 = " + std::to_string(B) + "*" +
+                                    std::to_string(T) + "*" + std::to_string(world) + "+1 = " +
+                                    std::to_string(needed) + ")";
+    if (usable.empty()) {
+        const auto largest = std::max_element(skipped.begin(), skipped.end(),
+                                              [](const auto& a, const auto& b) { return a.second < b.second; });
+        throw Error("shard " + largest->first + " holds " + std::to_string(largest->second) + " tokens, " +
+                    batch_needs +
+                    (skipped.size() > 1 ? "; it is the largest of the " + std::to_string(skipped.size()) + " shards"
+                                        : "") +
+                    "; use a smaller --batch or --seq");
+    }
+    for (const auto& [path, count] : skipped)
+        std::printf("warning: skipping shard %s: it holds %lld tokens, %s\n", path.c_str(),
+                    static_cast<long long>(count), batch_needs.c_str());
+    paths_ = std::move(usable);
     load_shard(0);
 }
 

@@ -13,9 +13,9 @@ struct Batch {
 
 class DataLoader {
   public:
-    // Validates every shard's header and size up front (room for one batch of B*T*world + 1
-    // tokens), and each shard's token ids (< vocab_size) when it is loaded; throws gpt::Error
-    // naming the bad shard.
+    // Validates every shard's header up front, and each shard's token ids (< vocab_size) when it
+    // is loaded; throws gpt::Error naming the bad shard. A shard without room for one batch of
+    // B*T*world + 1 tokens is skipped with a warning on stdout; none with room is an error.
     DataLoader(std::vector<std::string> shard_paths, int B, int T, int rank, int world,
                int vocab_size);
 
@@ -29,7 +29,7 @@ class DataLoader {
     };
     Position position() const { return {static_cast<int64_t>(shard_), pos_}; }
     void seek(const Position& p);
-    int64_t total_tokens() const { return total_tokens_; }
+    int64_t total_tokens() const { return total_tokens_; }  // of the shards it reads
     int B() const { return B_; }
     int T() const { return T_; }
 

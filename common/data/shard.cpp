@@ -135,6 +135,19 @@ void write_shard(const std::string& path, const std::vector<int>& tokens) {
     if (ec) throw Error("shard " + path + ": cannot rename " + tmp + " to it (" + ec.message() + ")");
 }
 
+std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_tokens) {
+    if (min_tokens < 1 || min_tokens > max_tokens)
+        throw Error("shard sizes: the minimum " + std::to_string(min_tokens) + " must be in [1, the maximum " +
+                    std::to_string(max_tokens) + "]");
+    std::vector<int64_t> sizes;
+    for (int64_t left = total; left > 0; left -= sizes.back()) sizes.push_back(std::min(left, max_tokens));
+    if (sizes.size() > 1 && sizes.back() < min_tokens) {
+        sizes[sizes.size() - 2] += sizes.back();
+        sizes.pop_back();
+    }
+    return sizes;
+}
+
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
     std::error_code ec;
     const fs::file_status status = fs::status(dir, ec);

@@ -20,6 +20,12 @@ int64_t shard_token_count(const std::string& path);
 // Writes atomically (PATH.tmp, then rename). Throws if a token does not fit in uint16.
 void write_shard(const std::string& path, const std::vector<int>& tokens);
 
+// How gpt_prepare cuts a split of `total` tokens into shards (docs/formats.md): shards of
+// max_tokens, but a last shard shorter than min_tokens joins the one before it, so that every
+// shard of a split of at least min_tokens holds at least min_tokens (and at most
+// max_tokens + min_tokens - 1). Needs 1 <= min_tokens <= max_tokens.
+std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_tokens);
+
 // Sorted list of DIR/*_{split}_*.bin ("train" or "val"); throws if DIR is missing or holds none.
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
 

@@ -51,7 +51,11 @@ inline int micro_batches_per_step(const TrainOptions& opt, int world) {
         throw Error("--total-batch " + std::to_string(opt.total_batch) + " is not a multiple of the tokens of one " +
                     "micro-batch on all processes, B*T*world = " + std::to_string(opt.batch) + "*" +
                     std::to_string(opt.seq) + "*" + std::to_string(world) + " = " + std::to_string(per_micro));
-    return static_cast<int>(opt.total_batch / per_micro);
+    const long long micro_batches = opt.total_batch / per_micro;
+    if (micro_batches > 2147483647LL)
+        throw Error("--total-batch " + std::to_string(opt.total_batch) + " needs " + std::to_string(micro_batches) +
+                    " micro-batches per step, more than 2147483647");
+    return static_cast<int>(micro_batches);
 }
 
 // What a message about non-finite numbers says about their likely cause.

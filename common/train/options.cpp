@@ -1,14 +1,9 @@
 #include "train/options.h"
 
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
-#include <functional>
-#include <sstream>
-#include <type_traits>
 #include <vector>
 
 #include "model/config.h"
+#include "util/cli.h"
 #include "util/error.h"
 
 namespace gpt {
@@ -36,165 +31,77 @@ TrainOptions default_options(bool gpu) {
 
 namespace {
 
-struct Option {
-    const char* name;
-    const char* metavar;  // nullptr: a flag without a value
-    const char* help;
-    std::function<void(TrainOptions&, const std::string&)> set;
-    std::function<std::string(const TrainOptions&)> show;
-};
-
-int to_int(const std::string& opt, const std::string& s, int min_value) {
-    char* end = nullptr;
-    errno = 0;
-    const long v = std::strtol(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || errno != 0 || v < min_value || v > 2147483647L)
-        throw Error("option " + opt + ": '" + s + "' is not a whole number >= " + std::to_string(min_value));
-    return static_cast<int>(v);
-}
-
-float to_float(const std::string& opt, const std::string& s, float min_value) {
-    char* end = nullptr;
-    errno = 0;
-    const float v = std::strtof(s.c_str(), &end);
-    if (s.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < min_value)
-        throw Error("option " + opt + ": '" + s + "' is not a number >= " + std::to_string(min_value));
-    return v;
-}
-
-std::string fmt(float v) {
-    std::ostringstream s;
-    s << v;
-    return s.str();
-}
-
-std::string or_none(const std::string& s) { return s.empty() ? "none" : s; }
-
-// The field an option sets: a member of TrainOptions, or of its AdamW settings.
-template <class T>
-T& field_of(TrainOptions& o, T TrainOptions::*member) {
-    return o.*member;
-}
-template <class T>
-T& field_of(TrainOptions& o, T AdamWSettings::*member) {
-    return o.adamw.*member;
-}
-
-// An option that sets a number, at least `min`.
-template <class Member>
-Option number(const char* name, const char* metavar, const char* help, Member member, double min) {
-    return {name, metavar, help,
-            [=](TrainOptions& o, const std::string& v) {
-                auto& field = field_of(o, member);
-                using T = std::decay_t<decltype(field)>;
-                if constexpr (std::is_integral_v<T>) field = static_cast<T>(to_int(name, v, static_cast<int>(min)));
-                else field = to_float(name, v, static_cast<float>(min));
-            },
-            [=](const TrainOptions& o) {
-                const auto field = field_of(const_cast<TrainOptions&>(o), member);  // read only
-                if constexpr (std::is_integral_v<decltype(field)>) return std::to_string(field);
-                else return fmt(field);
-            }};
-}
-
-// An option that sets a path or name ("none" when unset).
-Option text(const char* name, const char* metavar, const char* help, std::string TrainOptions::*member) {
-    return {name, metavar, help, [=](TrainOptions& o, const std::string& v) { o.*member = v; },
-            [=](const TrainOptions& o) { return or_none(o.*member); }};
-}
-
-const std::vector<Option>& options() {
-    using O = TrainOptions;
-    using A = AdamWSettings;
-    static const std::vector<Option> kOptions = {
-        {"--model", "NAME", "model size: micro, tiny, d12 (GPT-2 124M), d24, d36, d48 (docs/formats.md)",
-         [](O& o, const std::string& v) { config_by_name(v); o.model = v; }, [](const O& o) { return o.model; }},
-        text("--data", "DIR", "token shards: DIR/*_train_*.bin and DIR/*_val_*.bin", &O::data_dir),
+// The table of options, bound to the fields of `o`: parsing writes into it, --help reads it.
+std::vector<cli::Option> option_table(TrainOptions& o) {
+    using cli::above;
+    using cli::at_least;
+    using cli::at_most;
+    using cli::below;
+    using cli::real;
+    using cli::text;
+    using cli::whole;
+    AdamWSettings& a = o.adamw;
+    return {
+        text("--model", "NAME", "model size: micro, tiny, d12 (GPT-2 124M), d24, d36, d48 (docs/formats.md)", o.model,
+             [](const std::string& v) { config_by_name(v); }),
+        text("--data", "DIR", "token shards: DIR/*_train_*.bin and DIR/*_val_*.bin", o.data_dir),
         text("--tokenizer", "DIR", "GPT-2 tokenizer files (encoder.json, vocab.bpe), for text samples",
-             &O::tokenizer_dir),
-        text("--init", "PATH", "start from this checkpoint's parameters (its config replaces --model)", &O::init),
+             o.tokenizer_dir),
+        text("--init", "PATH", "start from this checkpoint's parameters (its config replaces --model)", o.init),
         text("--resume", "PATH",
              "continue a run exactly where a trainer's checkpoint stopped (weights, optimizer, data position, "
              "sampling; B, T and seed must match)",
-             &O::resume),
-        number("--batch", "B", "sequences per micro-batch", &O::batch, 1),
-        number("--seq", "T", "tokens per sequence (at most the model's context)", &O::seq, 1),
-        number("--total-batch", "TOKENS",
-               "tokens per optimizer step, accumulated over micro-batches (a multiple of B x T x processes; "
-               "0: one micro-batch)",
-               &O::total_batch, 0),
-        number("--steps", "N", "optimizer steps of the whole run (the schedule's length)", &O::steps, 1),
-        number("--stop-after", "K",
-               "stop after step K, saving a checkpoint (needs --save); --resume it to go on (0: run all --steps)",
-               &O::stop_after, 0),
-        number("--lr", "LR", "peak learning rate", &O::lr, 0),
-        number("--min-lr-frac", "F", "final learning rate as a fraction of the peak (cosine decay)", &O::min_lr_frac,
-               0),
-        number("--warmup", "N", "linear warmup steps", &O::warmup, 0),
-        number("--weight-decay", "WD", "AdamW weight decay (matrices and embeddings only)", &A::weight_decay, 0),
-        number("--beta1", "B1", "AdamW beta1", &A::beta1, 0),
-        number("--beta2", "B2", "AdamW beta2", &A::beta2, 0),
-        number("--eps", "EPS", "AdamW epsilon", &A::eps, 0),
-        number("--grad-clip", "G", "clip the global gradient norm to G (0: off)", &A::grad_clip, 0),
-        number("--seed", "S", "seed of the initialisation and of sampling", &O::seed, 0),
-        number("--val-every", "N", "validation loss every N steps and at the end (0: never)", &O::val_every, 0),
-        number("--val-batches", "N", "batches per validation", &O::val_batches, 1),
-        number("--sample-every", "N", "print generated text every N steps and at the end (0: never)",
-               &O::sample_every, 0),
-        number("--sample-tokens", "N", "tokens per sample", &O::sample_tokens, 1),
-        number("--temperature", "X", "sampling temperature", &O::temperature, 1e-3),
-        number("--top-k", "K", "sample among the K most likely tokens (0: all)", &O::top_k, 0),
-        text("--save", "PATH", "write a checkpoint (with optimizer state) at the end", &O::save),
-        number("--save-every", "N", "also write it every N steps (0: only at the end)", &O::save_every, 0),
-        text("--log", "PATH", "also write every step, validation and sample as JSON Lines", &O::log),
-        number("--threads", "N", "CPU threads (0: all cores)", &O::threads, 0),
+             o.resume),
+        whole("--batch", "B", "sequences per micro-batch", o.batch, 1),
+        whole("--seq", "T", "tokens per sequence (at most the model's context)", o.seq, 1),
+        whole("--total-batch", "TOKENS",
+              "tokens per optimizer step, accumulated over micro-batches (a multiple of B x T x processes; "
+              "0: one micro-batch)",
+              o.total_batch, 0),
+        whole("--steps", "N", "optimizer steps of the whole run (the schedule's length)", o.steps, 1),
+        whole("--stop-after", "K",
+              "stop after step K, saving a checkpoint (needs --save); --resume it to go on (0: run all --steps)",
+              o.stop_after, 0),
+        real("--lr", "LR", "peak learning rate", o.lr, at_least(0)),
+        real("--min-lr-frac", "F", "final learning rate as a fraction of the peak (cosine decay)", o.min_lr_frac,
+             at_least(0), at_most(1)),
+        whole("--warmup", "N", "linear warmup steps", o.warmup, 0),
+        real("--weight-decay", "WD", "AdamW weight decay (matrices and embeddings only)", a.weight_decay,
+             at_least(0)),
+        real("--beta1", "B1", "AdamW beta1, in [0, 1)", a.beta1, at_least(0), below(1)),
+        real("--beta2", "B2", "AdamW beta2, in [0, 1)", a.beta2, at_least(0), below(1)),
+        real("--eps", "EPS", "AdamW epsilon, above 0", a.eps, above(0)),
+        real("--grad-clip", "G", "clip the global gradient norm to G (0: off)", a.grad_clip, at_least(0)),
+        whole("--seed", "S", "seed of the initialisation and of sampling (a whole number)", o.seed, 0),
+        whole("--val-every", "N", "validation loss every N steps and at the end (0: never)", o.val_every, 0),
+        whole("--val-batches", "N", "batches per validation", o.val_batches, 1),
+        whole("--sample-every", "N", "print generated text every N steps and at the end (0: never)",
+              o.sample_every, 0),
+        whole("--sample-tokens", "N", "tokens per sample", o.sample_tokens, 1),
+        real("--temperature", "X", "sampling temperature, above 0", o.temperature, above(0)),
+        whole("--top-k", "K", "sample among the K most likely tokens (0: all)", o.top_k, 0),
+        text("--save", "PATH", "write a checkpoint (with optimizer state) at the end", o.save),
+        whole("--save-every", "N", "also write it every N steps (0: only at the end)", o.save_every, 0),
+        text("--log", "PATH", "also write every step, validation and sample as JSON Lines", o.log),
+        // More threads than this is a typo, not a machine.
+        whole("--threads", "N", "CPU threads (0: all cores)", o.threads, 0, 1024),
     };
-    return kOptions;
 }
 
 }  // namespace
 
 TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help) {
     TrainOptions o = defaults;
-    help = false;
-    for (int i = 1; i < argc; ++i) {
-        std::string arg = argv[i];
-        if (arg == "--help" || arg == "-h") {
-            help = true;
-            return o;
-        }
-        std::string value;
-        bool has_value = false;
-        if (const size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-            value = arg.substr(eq + 1);
-            arg = arg.substr(0, eq);
-            has_value = true;
-        }
-        const Option* found = nullptr;
-        for (const auto& opt : options())
-            if (arg == opt.name) found = &opt;
-        if (!found) throw Error("unknown option '" + arg + "' (see --help)");
-        if (!has_value) {
-            if (i + 1 >= argc) throw Error("option " + arg + " needs a value (" + found->metavar + ")");
-            value = argv[++i];
-        }
-        found->set(o, value);
-    }
+    help = cli::parse(argc, argv, option_table(o), false).help;
+    if (help) return o;
     if (!o.init.empty() && !o.resume.empty()) throw Error("options --init and --resume exclude each other");
     return o;
 }
 
 std::string usage(const char* program, const TrainOptions& defaults, const std::string& title) {
-    std::ostringstream s;
-    s << title << "\n\nusage: " << program << " [options]\n\noptions (default in brackets):\n";
-    for (const auto& opt : options()) {
-        std::string left = std::string("  ") + opt.name + " " + opt.metavar;
-        if (left.size() < 26) left.resize(26, ' ');
-        else left += "\n" + std::string(26, ' ');
-        s << left << opt.help << " [" << opt.show(defaults) << "]\n";
-    }
-    s << "  --help                  this text\n";
-    return s.str();
+    TrainOptions shown = defaults;
+    return title + "\n\nusage: " + program + " [options]\n\noptions (default in brackets):\n" +
+           cli::describe(option_table(shown));
 }
 
 }  // namespace gpt

@@ -42,8 +42,9 @@ struct TrainOptions {
 
 TrainOptions default_options(bool gpu);
 
-// Parses argv on top of the defaults. Sets `help` and returns when --help is given; throws
-// gpt::Error naming the option for an unknown option or a bad value.
+// Parses argv on top of the defaults (with the parser every tool shares, util/cli.h). Sets
+// `help` and returns when --help is given; throws gpt::Error naming the option for an unknown
+// option or a value outside the option's domain.
 TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help);
 
 // The --help text, with the given defaults.

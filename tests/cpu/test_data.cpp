@@ -216,6 +216,31 @@ TEST(Shard, DirectoryIsNotAShard) {
 // ------------------------------------------------------------------------------------------
 // Finding shards
 
+TEST(Shard, SizesLeaveNoShortLastShard) {
+    using Sizes = std::vector<int64_t>;
+    EXPECT_EQ(shard_sizes(1000, 300, 100), (Sizes{300, 300, 300, 100}));  // a last 100 is not short
+    EXPECT_EQ(shard_sizes(950, 300, 100), (Sizes{300, 300, 350}));   // a last 50 joins the one before
+    EXPECT_EQ(shard_sizes(900, 300, 100), (Sizes{300, 300, 300}));
+    EXPECT_EQ(shard_sizes(301, 300, 2), (Sizes{301}));
+    EXPECT_EQ(shard_sizes(250, 300, 100), (Sizes{250}));
+    EXPECT_EQ(shard_sizes(50, 300, 100), (Sizes{50}));  // the whole split is short: gpt_prepare refuses it
+    EXPECT_EQ(shard_sizes(0, 300, 100), (Sizes{}));
+    EXPECT_EQ(shard_sizes(7, 1, 1), (Sizes{1, 1, 1, 1, 1, 1, 1}));
+    // Every shard of a long split is between the minimum and max + min - 1, and they add up.
+    for (int64_t total = 1000; total < 1400; ++total) {
+        const Sizes sizes = shard_sizes(total, 97, 40);
+        int64_t sum = 0;
+        for (const int64_t n : sizes) {
+            EXPECT_GE(n, 40) << total;
+            EXPECT_LE(n, 97 + 40 - 1) << total;
+            sum += n;
+        }
+        EXPECT_EQ(sum, total);
+    }
+    EXPECT_THROW(shard_sizes(100, 10, 11), Error);
+    EXPECT_THROW(shard_sizes(100, 10, 0), Error);
+}
+
 TEST(FindShards, ListsOneSplitInLexicographicOrder) {
     const fs::path dir = scratch_dir();
     for (const char* name : {"fw_train_000002.bin", "fw_train_000000.bin", "fw_train_000001.bin",
@@ -261,8 +286,17 @@ struct DocumentedOrder {
     int64_t B, T, rank, world;
     size_t shard = 0;
     int64_t pos = 0;
+    bool started = false;
 
     Batch next() {
+        if (!started) {  // shards shorter than one step are skipped
+            shards.erase(std::remove_if(shards.begin(), shards.end(),
+                                        [&](const std::vector<int>& s) {
+                                            return static_cast<int64_t>(s.size()) < B * T * world + 1;
+                                        }),
+                         shards.end());
+            started = true;
+        }
         const std::vector<int>& tokens = shards[shard];
         const int64_t start = pos + rank * B * T;
         Batch b;
@@ -496,14 +530,36 @@ TEST(Loader, TokenAtOrAboveTheVocabularyIsRejected) {
     for (int i = 0; i < 100; ++i) ok.next();
 }
 
-TEST(Loader, ShardSmallerThanOneBatchIsRejected) {
+TEST(Loader, ShardSmallerThanOneBatchIsSkipped) {
     const fs::path dir = scratch_dir();
-    // B=2, T=8, world=3: one step needs 2*8*3 + 1 = 49 tokens.
-    const std::string big = write_tokens(dir, "s_train_000000.bin", random_tokens(49, 111));
-    const std::string small = write_tokens(dir, "s_train_000001.bin", random_tokens(48, 112));
-    DataLoader fits({big}, 2, 8, 2, 3, kVocab);
-    expect_error([&] { DataLoader({big, small}, 2, 8, 0, 3, kVocab); }, small,
-                 {"48 tokens", "B*T*world+1 = ", "49", "--batch", "--seq"});
+    // B=2, T=8, world=3: one step needs 2*8*3 + 1 = 49 tokens. The short shard sits between
+    // two good ones, as a short last shard of one data set would among those of another.
+    const ShardSet set = write_unique_shard_set(dir, {120, 48, 49}, 113);
+    for (int rank = 0; rank < 3; ++rank) {
+        testing::internal::CaptureStdout();
+        DataLoader loader(set.paths, 2, 8, rank, 3, kVocab);
+        const std::string out = testing::internal::GetCapturedStdout();
+        EXPECT_EQ(out, "warning: skipping shard " + set.paths[1] +
+                           ": it holds 48 tokens, fewer than one batch needs (B*T*world+1 = 2*8*3+1 = 49)\n");
+        EXPECT_EQ(loader.total_tokens(), 120 + 49);  // the tokens it reads
+        DocumentedOrder reference{set.tokens, 2, 8, rank, 3};
+        for (int step = 0; step < 12; ++step) {
+            const Batch got = loader.next();
+            EXPECT_NE(locate(set, got).shard, 1u) << "step " << step;
+            expect_same_batch(got, reference.next(), "rank " + std::to_string(rank) + " step " + std::to_string(step));
+        }
+    }
+}
+
+TEST(Loader, NoShardHoldingOneBatchIsAnError) {
+    const fs::path dir = scratch_dir();
+    // B=2, T=8, world=3: one step needs 49 tokens; the largest shard holds 48.
+    const std::string small = write_tokens(dir, "s_train_000000.bin", random_tokens(30, 111));
+    const std::string large = write_tokens(dir, "s_train_000001.bin", random_tokens(48, 112));
+    expect_error([&] { DataLoader({small, large}, 2, 8, 0, 3, kVocab); }, large,
+                 {"48 tokens", "B*T*world+1 = 2*8*3+1 = 49", "the largest of the 2 shards", "--batch", "--seq"});
+    const std::string message = expect_error([&] { DataLoader({small}, 2, 8, 0, 3, kVocab); }, small, {"30 tokens"});
+    EXPECT_EQ(message.find("largest"), std::string::npos) << message;
 }
 
 TEST(Loader, BadShardIsReportedByTheConstructor) {

@@ -309,16 +309,22 @@ def find_train_shards(data):
 
 
 class DataLoader:
-    """Consecutive B x T windows over the shards, no shuffling (docs/formats.md)."""
+    """Consecutive B x T windows over the shards, no shuffling (docs/formats.md). A shard too
+    short for one batch is skipped with a warning; none long enough is an error."""
 
     def __init__(self, paths, B, T, V, rank=0, world=1):
-        self.paths, self.B, self.T, self.V = paths, B, T, V
+        self.B, self.T, self.V = B, T, V
         self.rank, self.world = rank, world
         need = B * T * world + 1  # inputs plus the one extra target token
-        for path in paths:
-            n = shard_token_count(path)
-            if n < need:
-                raise InputError(f"shard {path}: {n} tokens, a batch of B={B} T={T} needs {need}")
+        counts = [(path, shard_token_count(path)) for path in paths]
+        self.paths = [path for path, n in counts if n >= need]
+        short = [(path, n) for path, n in counts if n < need]
+        if not self.paths:
+            path, n = max(short, key=lambda c: c[1])
+            largest = f" (the largest of {len(short)} shards)" if len(short) > 1 else ""
+            raise InputError(f"shard {path}: {n} tokens{largest}, a batch of B={B} T={T} needs {need}")
+        for path, n in short:
+            print(f"{PROG}: warning: skipping shard {path}: {n} tokens, a batch of B={B} T={T} needs {need}")
         self.reset()
 
     def reset(self):

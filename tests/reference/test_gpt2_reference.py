@@ -118,6 +118,7 @@ def write_shard(path, tokens, magic=20240520, version=1, count=None):
 
 def expected_batches(shards, B, T, steps):
     """The loader order of docs/formats.md (rank 0 of world 1), simulated on token lists."""
+    shards = [s for s in shards if len(s) >= B * T + 1]  # shorter ones are skipped
     shard, pos, out = 0, 0, []
     for _ in range(steps):
         tokens = shards[shard]
@@ -269,11 +270,17 @@ class ReferenceTest(unittest.TestCase):
         data = self.path("data")
         os.mkdir(data)
         shards = [self.rng.integers(0, V, 2 * B * T + 5).astype(np.uint16),  # two batches
+                  self.rng.integers(0, V, B * T).astype(np.uint16),          # one token short: skipped
                   self.rng.integers(0, V, B * T + 1).astype(np.uint16)]      # exactly one
-        write_shard(os.path.join(data, "x_train_000.bin"), shards[0])
-        write_shard(os.path.join(data, "x_train_001.bin"), shards[1])
+        for i, tokens in enumerate(shards):
+            write_shard(os.path.join(data, f"x_train_00{i}.bin"), tokens)
         write_shard(os.path.join(data, "x_val_000.bin"), [1, 2, 3], magic=1)  # must not be read
-        res = self.train(ckpt, data, "--lr", 0, "--weight-decay", 0, B=B, T=T, steps=steps)
+        out = self.path("out.json")
+        proc = self.run_ref("--checkpoint", ckpt, "--data", data, "--batch", B, "--seq", T, "--steps", steps,
+                            "--lr", 0, "--weight-decay", 0, "--out", out)
+        self.assertIn(f"warning: skipping shard {os.path.join(data, 'x_train_001.bin')}: 16 tokens", proc.stdout)
+        with open(out) as f:
+            res = json.load(f)
         for step, (x, y) in enumerate(expected_batches(shards, B, T, steps)):
             want = np_loss(SMALL, params, x.astype(np.int64), y.astype(np.int64))
             self.assertLess(abs(res["losses"][step] - want), 1e-5 * want, f"step {step}")
@@ -424,6 +431,12 @@ class ReferenceTest(unittest.TestCase):
             self.assert_one_line_error(common, word)
         write_shard(bad, tokens[:16])  # a batch needs B*T + 1 = 17 tokens
         self.assert_one_line_error(common, "needs 17")
+        short_dir = self.path("short")  # every shard too short: the error names the largest
+        os.mkdir(short_dir)
+        write_shard(os.path.join(short_dir, "s_train_000.bin"), tokens[:10])
+        write_shard(os.path.join(short_dir, "s_train_001.bin"), tokens[:16])
+        self.assert_one_line_error(["--checkpoint", ckpt, "--data", short_dir, "--batch", 2, "--seq", 8],
+                                   "s_train_001.bin: 16 tokens (the largest of 2 shards)", "needs 17")
         write_shard(bad, np.full(100, V))  # token V is outside the vocabulary
         self.assert_one_line_error(common, "vocabulary")
         empty_dir = self.path("empty")

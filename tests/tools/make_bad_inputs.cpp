@@ -92,6 +92,16 @@ int main(int argc, char** argv) {
                              tokens(100, 10 + i));
         gpt::write_shard((out / "three_shards" / "d_val_000000.bin").string(), tokens(100, 20));
 
+        // A short training shard among good ones: skipped with a warning, the run goes on.
+        good_data(out / "short_shard");
+        gpt::write_shard((out / "short_shard" / "d_train_000001.bin").string(), tokens(20, 4));
+
+        // Text too short for shards that hold one batch at gpt_prepare's defaults.
+        {
+            std::ofstream f(out / "short.txt");
+            for (int i = 0; i < 100; ++i) f << "Sentence " << i << " of a text that is far too short to train on.\n";
+        }
+
         gpt::Checkpoint ck;
         ck.config = gpt::config_by_name("micro");
         ck.params = gpt::init_parameters(ck.config, 1);
