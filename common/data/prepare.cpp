@@ -256,14 +256,26 @@ int run(const Options& o) {
     fs::create_directories(o.out_dir, ec);
     if (ec) throw gpt::Error("--out " + o.out_dir + ": cannot create the directory (" + ec.message() + ")");
 
-    // The plain text goes to FILE.tmp while we encode, and is renamed when everything is done.
+    // The plain text goes to FILE.tmp while we encode, and is renamed when everything is done;
+    // FILE.tmp is removed if anything fails before that.
     std::ofstream text_out;
     const std::string text_tmp = o.text_out + ".tmp";
+    struct RemoveUnlessKept {
+        std::string path;
+        bool keep = false;
+        ~RemoveUnlessKept() {
+            std::error_code ignored;
+            if (!keep && !path.empty()) fs::remove(path, ignored);
+        }
+    } text_tmp_guard;
     if (!o.text_out.empty()) {
+        if (fs::exists(o.text_out, ec) && !fs::is_regular_file(o.text_out, ec))
+            throw gpt::Error("--text-out " + o.text_out + ": exists and is not a regular file");
         const fs::path parent = fs::path(o.text_out).parent_path();
         if (!parent.empty()) fs::create_directories(parent, ec);
         text_out.open(text_tmp, std::ios::binary | std::ios::trunc);
         if (!text_out) throw gpt::Error("--text-out " + o.text_out + ": cannot write " + text_tmp);
+        text_tmp_guard.path = text_tmp;
     }
 
     // Encode. Tokens are kept as uint16 (the shard format) until the split is known.
@@ -325,6 +337,7 @@ int run(const Options& o) {
         if (!text_out) throw gpt::Error("--text-out " + o.text_out + ": error while writing (disk full?)");
         fs::rename(text_tmp, o.text_out, ec);
         if (ec) throw gpt::Error("--text-out: cannot rename " + text_tmp + " to " + o.text_out + ": " + ec.message());
+        text_tmp_guard.keep = true;
         std::printf("  wrote %s\n", o.text_out.c_str());
     }
 

@@ -119,20 +119,28 @@ void write_shard(const std::string& path, const std::vector<int>& tokens) {
     header[1] = kShardVersion;
     header[2] = static_cast<int32_t>(tokens.size());
 
-    // Write to a temporary name and rename: an interrupted run leaves PATH.tmp behind, never
-    // a PATH that looks like a shard but is cut short.
+    // Write to a temporary name and rename: a run killed midway leaves PATH.tmp behind, never
+    // a PATH that looks like a shard but is cut short; a failed write removes PATH.tmp.
     const std::string tmp = path + ".tmp";
+    std::error_code ec;
     {
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out) throw Error("shard " + path + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
         out.write(reinterpret_cast<const char*>(header), sizeof(header));
         out.write(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(uint16_t));
         out.flush();
-        if (!out) throw Error("shard " + path + ": error while writing " + tmp + " (disk full?)");
+        if (!out) {
+            out.close();
+            fs::remove(tmp, ec);
+            throw Error("shard " + path + ": error while writing " + tmp + " (disk full?)");
+        }
     }
-    std::error_code ec;
     fs::rename(tmp, path, ec);
-    if (ec) throw Error("shard " + path + ": cannot rename " + tmp + " to it (" + ec.message() + ")");
+    if (ec) {
+        const std::string why = ec.message();
+        fs::remove(tmp, ec);
+        throw Error("shard " + path + ": cannot rename " + tmp + " to it (" + why + ")");
+    }
 }
 
 std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_tokens) {

@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
         r.lr = 1e-3f, r.min_lr_frac = 0.1f, r.weight_decay = 0.1f, r.beta1 = 0.9f, r.beta2 = 0.95f;
         r.eps = 1e-8f, r.grad_clip = 1.0f, r.seed = 1337, r.data_tokens = 20000;
         gpt::save_checkpoint((out / "run.ckpt").string(), run);
+        gpt::save_checkpoint((out / "run_copy.ckpt").string(), run);  // a diverging run must leave it as it is
 
         if (mkfifo((out / "fifo").c_str(), 0644) != 0) throw gpt::Error("cannot make a FIFO in " + out.string());
         std::printf("wrote bad inputs into %s\n", out.string().c_str());

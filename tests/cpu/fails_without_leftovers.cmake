@@ -1,0 +1,21 @@
+# Runs a command that must fail, then checks that it left no temporary file (*.tmp) in DIR and,
+# when KEEP is given, that the file KEEP still has the SHA-256 it had before.
+#   cmake -DDIR=<dir> [-DKEEP=<file>] -DCOMMAND=<cmd;arg;...> -P fails_without_leftovers.cmake
+if(KEEP)
+  file(SHA256 ${KEEP} before)
+endif()
+execute_process(COMMAND ${COMMAND} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 300)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a failure, the command succeeded:\n${out}")
+endif()
+file(GLOB leftovers ${DIR}/*.tmp)
+if(leftovers)
+  message(FATAL_ERROR "temporary files left behind: ${leftovers}\n--- stderr:\n${err}")
+endif()
+if(KEEP)
+  file(SHA256 ${KEEP} after)
+  if(NOT before STREQUAL after)
+    message(FATAL_ERROR "${KEEP} changed although the command failed")
+  endif()
+endif()
+message(STATUS "ok: failed cleanly (${err})")
