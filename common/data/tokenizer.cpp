@@ -17,18 +17,15 @@
 #include "data/tokenizer.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <queue>
-#include <sstream>
 
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 namespace gpt {
@@ -38,15 +35,12 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Files
 
+// GPT-2's encoder.json is about 1 MB and vocab.bpe 0.5 MB; a file many times that size is
+// not a vocabulary, and is refused before it fills the memory.
+constexpr size_t kMaxTokenizerFileBytes = size_t(64) << 20;
+
 std::string read_file(const std::string& path) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) throw Error("tokenizer file " + path + ": not found");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("tokenizer file " + path + ": cannot open (" + std::strerror(errno) + ")");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw Error("tokenizer file " + path + ": read error");
-    return ss.str();
+    return read_regular_file(path, "tokenizer file", kMaxTokenizerFileBytes);
 }
 
 // Text for an error message: in quotes, control characters escaped, so it stays one line.

@@ -8,6 +8,7 @@
 
 #include "model/params.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/fnv.h"
 
 namespace gpt {
@@ -63,8 +64,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("checkpoint " + path + ": cannot open (missing?)");
+    std::ifstream in = open_regular_file(path, "checkpoint");
     int32_t header[kHeaderInts];
     if (!in.read(reinterpret_cast<char*>(header), sizeof(header)))
         throw Error("checkpoint " + path + ": truncated header");

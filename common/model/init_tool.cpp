@@ -7,6 +7,7 @@
 #include "model/checkpoint.h"
 #include "model/params.h"
 #include "util/error.h"
+#include "util/file.h"
 
 int main(int argc, char** argv) {
     std::string model = "d12", out;
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
             else throw gpt::Error("unknown option '" + arg + "' (see --help)");
         }
         if (out.empty()) throw gpt::Error("--out PATH is required (see --help)");
+        gpt::require_writable_path(out, "--out");
         gpt::Checkpoint ck;
         ck.config = gpt::config_by_name(model);
         ck.params = gpt::init_parameters(ck.config, seed);

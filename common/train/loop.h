@@ -20,6 +20,7 @@
 #include "train/sampler.h"
 #include "train/schedule.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace gpt {
 
@@ -89,7 +90,7 @@ int train(const TrainOptions& opt) {
     if (opt.sample_every > 0) {
         try {
             tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(opt.tokenizer_dir));
-        } catch (const Error& e) {
+        } catch (const MissingFile& e) {  // a tokenizer that is there but broken is an error
             std::printf("warning: %s; samples will be printed as token ids\n", e.what());
         }
     }

@@ -5,14 +5,13 @@
 #pragma once
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "util/error.h"
+#include "util/file.h"
 
 namespace gpt {
 
@@ -66,14 +65,11 @@ struct Json {
         return value;
     }
     static Json parse_file(const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) throw Error(path + ": cannot open (missing?)");
-        std::stringstream s;
-        s << in.rdbuf();
+        const std::string text = read_regular_file(path, "JSON file");
         try {
-            return parse(s.str());
+            return parse(text);
         } catch (const Error& e) {
-            throw Error(path + ": " + e.what());
+            throw Error("JSON file " + path + ": " + e.what());
         }
     }
 
