@@ -1,7 +1,9 @@
 // Tests of the shared helpers every reader of user files goes through: opening a file the user
-// named (common/util/file.h) and the JSON reader (common/util/json.h).
+// named (common/util/file.h) and the JSON reader (common/util/json.h), on the paths and the
+// hostile contents a user can hand them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -105,7 +107,52 @@ TEST(UserFiles, FileLargerThanTheLimitIsRefused) {
     EXPECT_CONTAINS(error_of([&] { read_regular_file(path, "input", 99999); }), "larger than 99999 bytes");
 }
 
-// --- the JSON reader ---------------------------------------------------------
+// --- the JSON reader on hostile text ---------------------------------------------------------
+
+TEST(JsonReader, ReadsWhatTheProjectWrites) {
+    const Json j = Json::parse(R"({"losses": [10.5, -0.25e-3, 1E2, 0, NaN, null], "n": -0, "s": "a\u00e9\ud83d\ude00"})");
+    const std::vector<double> losses = j["losses"].numbers();
+    ASSERT_EQ(losses.size(), 6u);
+    EXPECT_EQ(losses[0], 10.5);
+    EXPECT_EQ(losses[1], -0.25e-3);
+    EXPECT_EQ(losses[2], 100.0);
+    EXPECT_TRUE(std::isnan(losses[4]) && std::isnan(losses[5]));
+    EXPECT_EQ(j["s"].string, "a\xc3\xa9\xf0\x9f\x98\x80");
+}
+
+TEST(JsonReader, DeepNestingIsAnErrorNotAStackOverflow) {
+    // Depth kMaxDepth is fine; one more is refused. A million levels would overflow the stack
+    // of a reader that recursed without a bound.
+    const int ok = Json::kMaxDepth;
+    EXPECT_NO_THROW(Json::parse(std::string(ok, '[') + std::string(ok, ']')));
+    EXPECT_CONTAINS(error_of([&] { Json::parse(std::string(ok + 1, '[') + std::string(ok + 1, ']')); }),
+                    "nested deeper than");
+    EXPECT_CONTAINS(error_of([] { Json::parse(std::string(1000000, '[')); }), "nested deeper than");
+    std::string objects;
+    for (int i = 0; i < 1000000; ++i) objects += "{\"a\":";
+    EXPECT_CONTAINS(error_of([&] { Json::parse(objects); }), "nested deeper than");
+}
+
+TEST(JsonReader, ValueCountAndSizeAreBounded) {
+    std::string many = "[";
+    for (size_t i = 0; i <= Json::kMaxValues; ++i) many += "0,";
+    many += "0]";
+    EXPECT_CONTAINS(error_of([&] { Json::parse(many); }), "more than");
+    EXPECT_CONTAINS(error_of([] { Json::parse(std::string(Json::kMaxBytes + 1, ' ')); }), "bytes, more than");
+}
+
+TEST(JsonReader, NumbersMustBeJsonNumbers) {
+    for (const char* bad : {"01", "1.", ".5", "-", "+1", "0x10", "1e", "1e+", "-inf", "--1", "1.e3"})
+        EXPECT_CONTAINS(error_of([&] { Json::parse(std::string("[") + bad + "]"); }), "malformed JSON") << bad;
+    EXPECT_EQ(Json::parse("[-0.5e-3]").array[0].number, -0.5e-3);
+    EXPECT_EQ(Json::parse("[123456789012345678901234567890]").array[0].number, 123456789012345678901234567890.0);
+}
+
+TEST(JsonReader, TruncatedAndBrokenTextGivesOneLine) {
+    for (const char* bad : {"", "[", "{", "{\"a\"", "{\"a\":", "[1,]", "{\"a\":1,}", "\"abc", "\"\\u12", "\"\\ud800\"",
+                            "tru", "[1] x", "{1:2}", "\"a\nb\""})
+        EXPECT_CONTAINS(error_of([&] { Json::parse(bad); }), "malformed JSON") << bad;
+}
 
 TEST(JsonReader, FileErrorsNameTheFile) {
     const fs::path dir = scratch_dir();
