@@ -15,6 +15,7 @@
 #include "model/params.h"
 #include "train/gpt.h"
 #include "train/logger.h"
+#include "train/memory.h"
 #include "train/options.h"
 #include "train/policy.h"
 #include "train/sampler.h"
@@ -79,6 +80,7 @@ int train(const TrainOptions& opt) {
     const int rank = parallel.rank(), world = parallel.world();
     const int micro_batches = micro_batches_per_step(opt, world);
     const long long step_tokens = static_cast<long long>(opt.batch) * opt.seq * micro_batches * world;
+    check_memory<S>(config, opt.batch, opt.seq, micro_batches);  // refuse what cannot fit, before any work
 
     // Data: fail on bad shards before allocating the model.
     DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, rank, world, config.vocab_size);
