@@ -93,6 +93,13 @@ TEST(Config, InvalidConfigsAreRejected) {
     c = config_by_name("micro");
     c.n_layer = 0;
     EXPECT_THROW(validate_config(c), Error);
+    // Sizes whose parameter count would overflow size_t (from a hostile checkpoint header).
+    c = config_by_name("micro");
+    c.n_layer = 1 << 30;
+    EXPECT_THROW(validate_config(c), Error);
+    c = config_by_name("micro");
+    c.n_embd = c.n_head << 20;
+    EXPECT_THROW(validate_config(c), Error);
 }
 
 TEST(Config, FlopsPerToken) {
