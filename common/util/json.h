@@ -10,6 +10,7 @@
 // error, never in a stack overflow or an exhausted memory.
 #pragma once
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -100,6 +101,14 @@ struct Json {
             throw Error("malformed JSON at byte " + std::to_string(at) + ": " + what);
         }
         char peek() const { return at < s.size() ? s[at] : '\0'; }
+        // A byte of the text for a message: 'x', or its code if it is not printable (a newline
+        // would break the one-line error).
+        static std::string shown(char c) {
+            if (c >= 0x20 && c < 0x7F) return std::string("'") + c + "'";
+            char code[16];
+            std::snprintf(code, sizeof(code), "byte 0x%02x", static_cast<unsigned char>(c));
+            return code;
+        }
         void space() {
             while (at < s.size() && (s[at] == ' ' || s[at] == '\n' || s[at] == '\r' || s[at] == '\t')) ++at;
         }
@@ -162,7 +171,7 @@ struct Json {
                         append_utf8(out, cp);
                         break;
                     }
-                    default: fail(std::string("unknown escape '\\") + e + "'");
+                    default: fail("unknown escape: backslash, then " + shown(e));
                 }
             }
         }
@@ -250,7 +259,7 @@ struct Json {
             if (word("NaN")) return v.kind = Number, v.number = std::nan(""), v;
             if (word("Infinity")) return v.kind = Number, v.number = INFINITY, v;
             if (word("-Infinity")) return v.kind = Number, v.number = -INFINITY, v;
-            if (c != '-' && (c < '0' || c > '9')) fail(std::string("unexpected character '") + c + "'");
+            if (c != '-' && (c < '0' || c > '9')) fail("unexpected " + shown(c));
             v.number = number();
             v.kind = Number;
             return v;

@@ -154,6 +154,14 @@ TEST(JsonReader, TruncatedAndBrokenTextGivesOneLine) {
         EXPECT_CONTAINS(error_of([&] { Json::parse(bad); }), "malformed JSON") << bad;
 }
 
+// Found by the fuzzer (tests/fuzz): the offending byte went into the message as it was, so a
+// backslash before a newline made a two-line error.
+TEST(JsonReader, UnprintableBytesAreShownByTheirCode) {
+    EXPECT_CONTAINS(error_of([] { Json::parse("\"\\\n\""); }), "unknown escape: backslash, then byte 0x0a");
+    EXPECT_CONTAINS(error_of([] { Json::parse("[\x01]"); }), "unexpected byte 0x01");
+    EXPECT_CONTAINS(error_of([] { Json::parse("[x]"); }), "unexpected 'x'");
+}
+
 TEST(JsonReader, FileErrorsNameTheFile) {
     const fs::path dir = scratch_dir();
     const std::string path = (dir / "bad.json").string();
