@@ -510,7 +510,7 @@ class GPT {
         float* s = stat_storage_.data();
         // Every slice starts on a 64-element boundary (at least 128 bytes), as a fresh
         // allocation would: kernels may load 16 bytes at a time.
-        auto take = [](auto*& from, size_t n) { auto* p = from; from += round_up(n); return p; };
+        auto take = [](auto*& from, size_t count) { auto* p = from; from += round_up(count); return p; };
         for (auto& layer : layers_) {
             layer.ln1 = take(a, n.act);
             layer.qkv = take(a, n.act3);

@@ -4,7 +4,7 @@
 // offset; parse_file() puts the file's name in front.
 //
 // Why our own and not a library: the GPU machines that build this project may have no
-// internet and no extra packages, and 200 lines are easy to read. Since it reads files a user
+// internet and no extra packages, and one short header is easy to read. Since it reads files a user
 // hands us, it is hardened like any parser of untrusted input (and fuzzed: tests/fuzz):
 // nesting depth, file size and value count are bounded, so a hostile file ends in a one-line
 // error, never in a stack overflow or an exhausted memory.
