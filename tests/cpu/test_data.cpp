@@ -200,6 +200,16 @@ TEST(Shard, NegativeCountIsRejected) {
     expect_error([&] { read_shard(path); }, path, {"-5"});
 }
 
+// A header may claim any count: the file's size is checked before anything is allocated, so
+// a small file that claims two billion tokens is refused at once, not after allocating 4 GB.
+TEST(Shard, HugeClaimedCountIsRefusedBeforeAllocating) {
+    const fs::path dir = scratch_dir();
+    const std::string path = write_tokens(dir, "claims.bin", random_tokens(10, 7));
+    patch_header(path, 2, 2147483647);
+    expect_error([&] { read_shard(path); }, path, {"truncated", "2147483647 tokens"});
+    expect_error([&] { DataLoader({path}, 1, 4, 0, 1, kVocab); }, path, {"truncated"});
+}
+
 TEST(Shard, DirectoryIsNotAShard) {
     const fs::path dir = scratch_dir();
     expect_error([&] { read_shard(dir.string()); }, dir.string(), {"directory"});
