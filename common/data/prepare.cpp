@@ -24,6 +24,7 @@
 #include "data/tokenizer.h"
 #include "util/cli.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace fs = std::filesystem;
 
@@ -134,16 +135,7 @@ Options parse_options(int argc, char** argv) {
     return o;
 }
 
-std::string read_text_file(const std::string& path) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) throw gpt::Error("input " + path + ": file not found");
-    if (fs::is_directory(path, ec)) throw gpt::Error("input " + path + ": is a directory, not a text file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw gpt::Error("input " + path + ": cannot open");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
+std::string read_text_file(const std::string& path) { return gpt::read_regular_file(path, "input"); }
 
 // "1234567" -> "1,234,567": token counts are easier to read with separators.
 std::string with_commas(int64_t n) {
@@ -243,11 +235,11 @@ int run(const Options& o) {
         std::printf("Brown corpus: %zu files in %s\n", sources.size(), o.brown_dir.c_str());
     }
     for (const std::string& path : o.text_files) {
-        std::error_code ec;
-        if (!fs::is_regular_file(path, ec))
-            throw gpt::Error("input " + path + (fs::exists(path, ec) ? ": not a regular file" : ": file not found"));
+        gpt::require_regular_file(path, "input");
         sources.push_back({path, [path]() { return read_text_file(path); }});
     }
+
+    if (!o.text_out.empty()) gpt::require_writable_path(o.text_out, "--text-out");
 
     const gpt::Tokenizer tokenizer = gpt::Tokenizer::load(o.tokenizer_dir);
     std::printf("tokenizer: %s (%d tokens)\n", o.tokenizer_dir.c_str(), tokenizer.vocab_size());
@@ -269,8 +261,6 @@ int run(const Options& o) {
         }
     } text_tmp_guard;
     if (!o.text_out.empty()) {
-        if (fs::exists(o.text_out, ec) && !fs::is_regular_file(o.text_out, ec))
-            throw gpt::Error("--text-out " + o.text_out + ": exists and is not a regular file");
         const fs::path parent = fs::path(o.text_out).parent_path();
         if (!parent.empty()) fs::create_directories(parent, ec);
         text_out.open(text_tmp, std::ios::binary | std::ios::trunc);

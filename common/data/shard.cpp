@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "util/error.h"
+#include "util/file.h"
 
 namespace fs = std::filesystem;
 
@@ -42,14 +43,8 @@ std::string describe_version(int32_t version) {
 // Opens PATH, reads and checks its header against the file size. Leaves `in` positioned at
 // the first token.
 ShardInfo open_and_check(const std::string& path, std::ifstream& in) {
+    in = open_regular_file(path, "shard");
     std::error_code ec;
-    const fs::file_status status = fs::status(path, ec);
-    if (!fs::exists(status)) throw Error("shard " + path + ": file not found");
-    if (fs::is_directory(status)) throw Error("shard " + path + ": is a directory, not a shard file");
-
-    in.open(path, std::ios::binary);
-    if (!in) throw Error("shard " + path + ": cannot open (" + std::strerror(errno) + ")");
-
     const uintmax_t file_bytes = fs::file_size(path, ec);
     if (ec) throw Error("shard " + path + ": cannot read its size (" + ec.message() + ")");
     if (file_bytes < static_cast<uintmax_t>(kHeaderBytes))
@@ -157,10 +152,8 @@ std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_
 }
 
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
+    require_directory(dir, "data directory");
     std::error_code ec;
-    const fs::file_status status = fs::status(dir, ec);
-    if (!fs::exists(status)) throw Error("data directory " + dir + " does not exist");
-    if (!fs::is_directory(status)) throw Error("data directory " + dir + " is not a directory");
 
     // The llm.c naming: NAME_train_000000.bin, NAME_val_000000.bin, ...
     const std::string infix = "_" + split + "_";
@@ -171,8 +164,9 @@ std::vector<std::string> find_shards(const std::string& dir, const std::string& 
         if (name.size() < infix.size() + suffix.size()) continue;
         if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
         if (name.find(infix) == std::string::npos) continue;
-        std::error_code file_ec;
-        if (!entry.is_regular_file(file_ec)) continue;  // follows symlinks; skips folders
+        // Named like a shard but a folder, a FIFO or a broken link: say so now rather than
+        // train on the other shards without it.
+        require_regular_file(entry.path().string(), "shard");
         found.push_back(entry.path().string());
     }
     if (ec) throw Error("data directory " + dir + ": cannot list it (" + ec.message() + ")");

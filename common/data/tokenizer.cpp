@@ -17,18 +17,15 @@
 #include "data/tokenizer.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <queue>
-#include <sstream>
 
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 namespace gpt {
@@ -38,15 +35,12 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Files
 
+// GPT-2's encoder.json is about 1 MB and vocab.bpe 0.5 MB; a file many times that size is
+// not a vocabulary, and is refused before it fills the memory.
+constexpr size_t kMaxTokenizerFileBytes = size_t(64) << 20;
+
 std::string read_file(const std::string& path) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) throw Error("tokenizer file " + path + ": not found");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error("tokenizer file " + path + ": cannot open (" + std::strerror(errno) + ")");
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) throw Error("tokenizer file " + path + ": read error");
-    return ss.str();
+    return read_regular_file(path, "tokenizer file", kMaxTokenizerFileBytes);
 }
 
 // Text for an error message: in quotes, control characters escaped, so it stays one line.
@@ -268,114 +262,120 @@ Tokenizer Tokenizer::load(const std::string& dir) {
     namespace fs = std::filesystem;
     const std::string encoder_path = (fs::path(dir) / "encoder.json").string();
     const std::string merges_path = (fs::path(dir) / "vocab.bpe").string();
+    Tokenizer tok = from_encoder_json(read_file(encoder_path), encoder_path);
+    tok.read_merges(read_file(merges_path), merges_path);
+    return tok;
+}
+
+// encoder.json: token text -> id. Ids must be exactly 0 .. count-1, each once.
+Tokenizer Tokenizer::from_encoder_json(std::string_view text, const std::string& encoder_path) {
     Tokenizer tok;
-
-    // encoder.json: token text -> id. Ids must be exactly 0 .. count-1, each once.
-    {
-        const auto bad = [&](const std::string& what) {
-            throw Error("tokenizer file " + encoder_path + ": " + what);
-        };
-        const std::string text = read_file(encoder_path);
-        Json json;
-        try {
-            json = Json::parse(text);
-        } catch (const Error& e) {
-            bad(e.what());
-        }
-        // One flat object {"token": id, ...} with whole-number ids.
-        if (json.kind != Json::Object) bad("expected one JSON object of token: id");
-        if (json.object_entries != json.object.size()) bad("a token appears twice");
-        std::vector<std::pair<std::string, long long>> entries;
-        for (const auto& [key, value] : json.object) {
-            if (value.kind != Json::Number || value.number != std::floor(value.number) || std::fabs(value.number) > 1e12)
-                bad("token " + in_quotes(key) + " has an id that is not a whole number");
-            entries.emplace_back(key, static_cast<long long>(value.number));
-        }
-        if (entries.size() != static_cast<size_t>(kEndOfText) + 1)
-            bad(std::to_string(entries.size()) + " tokens, expected GPT-2's " +
-                std::to_string(kEndOfText + 1));
-        tok.token_bytes_.assign(entries.size(), std::string());
-        std::vector<bool> seen(entries.size(), false);
-        std::string bytes;
-        for (const auto& [key, id] : entries) {
-            if (id < 0 || id >= static_cast<long long>(entries.size()))
-                bad("token " + in_quotes(key) + " has id " + std::to_string(id) + ", outside 0.." +
-                    std::to_string(entries.size() - 1));
-            if (seen[id]) bad("id " + std::to_string(id) + " is used twice");
-            seen[id] = true;
-            if (id == kEndOfText) {
-                // The one special token is stored as plain text, not in the byte alphabet.
-                if (key != kEndOfTextText)
-                    bad("id " + std::to_string(kEndOfText) + " is " + in_quotes(key) + ", expected " +
-                        kEndOfTextText);
-                tok.token_bytes_[id] = key;
-                continue;
-            }
-            if (!unmap_token(key, bytes) || bytes.empty())
-                bad("token " + in_quotes(key) + " is not written in GPT-2's byte alphabet");
-            if (!tok.bytes_to_id_.emplace(bytes, static_cast<int>(id)).second)
-                bad("token " + in_quotes(key) + " appears twice");
-            tok.token_bytes_[id] = bytes;
-        }
-        for (int b = 0; b < 256; ++b) {
-            const auto it = tok.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
-            if (it == tok.bytes_to_id_.end()) bad("no token for the single byte " + std::to_string(b));
-            tok.byte_id_[b] = it->second;
-        }
+    tok.encoder_path_ = encoder_path;
+    const auto bad = [&](const std::string& what) {
+        throw Error("tokenizer file " + encoder_path + ": " + what);
+    };
+    Json json;
+    try {
+        json = Json::parse(text);
+    } catch (const Error& e) {
+        bad(e.what());
     }
-
-    // vocab.bpe: "#version: 0.2", then one merge "left right" per line, highest priority first.
-    {
-        const std::string text = read_file(merges_path);
-        int line_no = 0;
-        size_t pos = 0;
-        std::string left, right;
-        while (pos < text.size()) {
-            size_t eol = text.find('\n', pos);
-            if (eol == std::string::npos) eol = text.size();
-            std::string_view line(text.data() + pos, eol - pos);
-            pos = eol + 1;
-            ++line_no;
-            if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-            if (line_no == 1 && line.substr(0, 1) == "#") continue;  // the version line
-            if (line.empty()) continue;
-
-            const auto bad = [&](const std::string& what) {
-                throw Error("tokenizer file " + merges_path + ": line " + std::to_string(line_no) +
-                            ": " + what);
-            };
-            const size_t space = line.find(' ');
-            if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
-                line.find(' ', space + 1) != std::string_view::npos)
-                bad("expected two tokens separated by one space");
-            if (!unmap_token(line.substr(0, space), left) || !unmap_token(line.substr(space + 1), right))
-                bad("token not written in GPT-2's byte alphabet");
-            const auto l = tok.bytes_to_id_.find(left);
-            const auto r = tok.bytes_to_id_.find(right);
-            const auto m = tok.bytes_to_id_.find(left + right);
-            if (l == tok.bytes_to_id_.end() || r == tok.bytes_to_id_.end() || m == tok.bytes_to_id_.end())
-                bad("merge of tokens that " + encoder_path + " does not have");
-
-            // tiktoken ranks a pair by the id of the token it makes; vocab.bpe ranks it by its
-            // line. The two agree only if merge number k makes token 256 + k (the 256
-            // single bytes come first), so we insist on that, as tiktoken's own loader does.
-            // (tiktoken would also merge two parts that spell a token without being its
-            // listed merge, e.g. " " + "the"; BPE never puts such parts side by side on real
-            // text, which the comparison with js-tiktoken in the tests keeps checking.)
-            const int rank = static_cast<int>(tok.merges_.size());
-            if (m->second != 256 + rank)
-                bad("merge number " + std::to_string(rank) + " makes token " + std::to_string(m->second) +
-                    ", expected " + std::to_string(256 + rank) + " (does it match encoder.json?)");
-            if (!tok.merges_.emplace(pair_key(l->second, r->second), Merge{rank, m->second}).second)
-                bad("merge listed twice");
+    // One flat object {"token": id, ...} with whole-number ids.
+    if (json.kind != Json::Object) bad("expected one JSON object of token: id");
+    if (json.object_entries != json.object.size()) bad("a token appears twice");
+    std::vector<std::pair<std::string, long long>> entries;
+    for (const auto& [key, value] : json.object) {
+        if (value.kind != Json::Number || value.number != std::floor(value.number) || std::fabs(value.number) > 1e12)
+            bad("token " + in_quotes(key) + " has an id that is not a whole number");
+        entries.emplace_back(key, static_cast<long long>(value.number));
+    }
+    // Each entry is checked before the count, so that a small file (a test's, a fuzzer's)
+    // reaches every check.
+    const size_t count = static_cast<size_t>(kEndOfText) + 1;
+    tok.token_bytes_.assign(count, std::string());
+    std::vector<bool> seen(count, false);
+    std::string bytes;
+    for (const auto& [key, id] : entries) {
+        if (id < 0 || id >= static_cast<long long>(count))
+            bad("token " + in_quotes(key) + " has id " + std::to_string(id) + ", outside 0.." +
+                std::to_string(count - 1));
+        if (seen[id]) bad("id " + std::to_string(id) + " is used twice");
+        seen[id] = true;
+        if (id == kEndOfText) {
+            // The one special token is stored as plain text, not in the byte alphabet.
+            if (key != kEndOfTextText)
+                bad("id " + std::to_string(kEndOfText) + " is " + in_quotes(key) + ", expected " +
+                    kEndOfTextText);
+            tok.token_bytes_[id] = key;
+            continue;
         }
-        // Every token but the 256 bytes and <|endoftext|> must be made by exactly one merge.
-        const size_t expected = tok.token_bytes_.size() - 257;
-        if (tok.merges_.size() != expected)
-            throw Error("tokenizer file " + merges_path + ": " + std::to_string(tok.merges_.size()) +
-                        " merges, expected " + std::to_string(expected) + " to match " + encoder_path);
+        if (!unmap_token(key, bytes) || bytes.empty())
+            bad("token " + in_quotes(key) + " is not written in GPT-2's byte alphabet");
+        if (!tok.bytes_to_id_.emplace(bytes, static_cast<int>(id)).second)
+            bad("token " + in_quotes(key) + " appears twice");
+        tok.token_bytes_[id] = bytes;
+    }
+    if (entries.size() != count)
+        bad(std::to_string(entries.size()) + " tokens, expected GPT-2's " + std::to_string(count));
+    for (int b = 0; b < 256; ++b) {
+        const auto it = tok.bytes_to_id_.find(std::string(1, static_cast<char>(b)));
+        if (it == tok.bytes_to_id_.end()) bad("no token for the single byte " + std::to_string(b));
+        tok.byte_id_[b] = it->second;
     }
     return tok;
+}
+
+// vocab.bpe: "#version: 0.2", then one merge "left right" per line, highest priority first.
+void Tokenizer::read_merges(std::string_view text, const std::string& merges_path) {
+    merges_.clear();
+    cache_.clear();
+    int line_no = 0;
+    size_t pos = 0;
+    std::string left, right;
+    while (pos < text.size()) {
+        size_t eol = text.find('\n', pos);
+        if (eol == std::string::npos) eol = text.size();
+        std::string_view line(text.data() + pos, eol - pos);
+        pos = eol + 1;
+        ++line_no;
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        if (line_no == 1 && line.substr(0, 1) == "#") continue;  // the version line
+        if (line.empty()) continue;
+
+        const auto bad = [&](const std::string& what) {
+            throw Error("tokenizer file " + merges_path + ": line " + std::to_string(line_no) +
+                        ": " + what);
+        };
+        const size_t space = line.find(' ');
+        if (space == std::string_view::npos || space == 0 || space + 1 == line.size() ||
+            line.find(' ', space + 1) != std::string_view::npos)
+            bad("expected two tokens separated by one space");
+        if (!unmap_token(line.substr(0, space), left) || !unmap_token(line.substr(space + 1), right))
+            bad("token not written in GPT-2's byte alphabet");
+        const auto l = bytes_to_id_.find(left);
+        const auto r = bytes_to_id_.find(right);
+        const auto m = bytes_to_id_.find(left + right);
+        if (l == bytes_to_id_.end() || r == bytes_to_id_.end() || m == bytes_to_id_.end())
+            bad("merge of tokens that " + encoder_path_ + " does not have");
+
+        // tiktoken ranks a pair by the id of the token it makes; vocab.bpe ranks it by its
+        // line. The two agree only if merge number k makes token 256 + k (the 256
+        // single bytes come first), so we insist on that, as tiktoken's own loader does.
+        // (tiktoken would also merge two parts that spell a token without being its
+        // listed merge, e.g. " " + "the"; BPE never puts such parts side by side on real
+        // text, which the comparison with js-tiktoken in the tests keeps checking.)
+        const int rank = static_cast<int>(merges_.size());
+        if (m->second != 256 + rank)
+            bad("merge number " + std::to_string(rank) + " makes token " + std::to_string(m->second) +
+                ", expected " + std::to_string(256 + rank) + " (does it match encoder.json?)");
+        if (!merges_.emplace(pair_key(l->second, r->second), Merge{rank, m->second}).second)
+            bad("merge listed twice");
+    }
+    // Every token but the 256 bytes and <|endoftext|> must be made by exactly one merge.
+    const size_t expected = token_bytes_.size() - 257;
+    if (merges_.size() != expected)
+        throw Error("tokenizer file " + merges_path + ": " + std::to_string(merges_.size()) +
+                    " merges, expected " + std::to_string(expected) + " to match " + encoder_path_);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,6 +17,11 @@ class Tokenizer {
 
     // Reads DIR/encoder.json and DIR/vocab.bpe; throws gpt::Error naming the file on failure.
     static Tokenizer load(const std::string& dir);
+    // The two halves of load(), on the files' contents (`path` names the file in errors): for
+    // the fuzzer (tests/fuzz), which feeds each its own hostile text. read_merges() replaces
+    // the merge list.
+    static Tokenizer from_encoder_json(std::string_view text, const std::string& path);
+    void read_merges(std::string_view text, const std::string& path);
 
     // Ordinary text only: "<|endoftext|>" in the text is encoded as plain characters.
     std::vector<int> encode(std::string_view text) const;
@@ -35,6 +40,7 @@ class Tokenizer {
     std::vector<int> encode_piece(std::string_view piece) const;
     std::vector<int> merge_bytes(std::string_view piece) const;  // BPE on one piece
 
+    std::string encoder_path_;                           // where the vocabulary came from, for errors
     std::vector<std::string> token_bytes_;               // id -> raw bytes
     std::unordered_map<std::string, int> bytes_to_id_;   // raw bytes -> id (ordinary tokens)
     std::array<int, 256> byte_id_{};                     // byte value -> id of its 1-byte token

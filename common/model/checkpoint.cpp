@@ -1,7 +1,6 @@
 #include "model/checkpoint.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 
 #include "model/params.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/fnv.h"
 
 namespace gpt {
@@ -147,19 +147,6 @@ std::function<void()>& checkpoint_save_progress_hook() {
     return hook;
 }
 
-void check_checkpoint_writable(const std::string& path) {
-    if (path.empty()) throw Error("checkpoint path is empty");
-    struct stat st = {};
-    if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-        throw Error("cannot write checkpoint " + path + ": it exists and is not a regular file" +
-                    (S_ISDIR(st.st_mode) ? " (a directory)" : ""));
-    const std::string dir = parent_dir(path);
-    if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-        throw Error("cannot write checkpoint " + path + ": directory " + dir + " does not exist");
-    if (access(dir.c_str(), W_OK) != 0)
-        throw Error("cannot write checkpoint " + path + ": directory " + dir + " is not writable");
-}
-
 void save_checkpoint(const std::string& path, const Checkpoint& c) {
     validate_config(c.config);
     const size_t n = ParamLayout(c.config).total();
@@ -172,7 +159,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
         const std::string bad = first_non_finite(*values, c.config, what);
         if (!bad.empty()) throw Error("not saving checkpoint " + path + ": " + bad);
     }
-    check_checkpoint_writable(path);
+    require_writable_path(path, "checkpoint");
 
     Header header;
     fill_header(header, c, n);
@@ -232,11 +219,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
 
 Checkpoint load_checkpoint(const std::string& path) {
     const std::string where = "checkpoint " + path + ": ";
-    struct stat st = {};
-    if (stat(path.c_str(), &st) != 0) throw Error(where + "cannot open (" + std::strerror(errno) + ")");
-    if (!S_ISREG(st.st_mode)) throw Error(where + "not a regular file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(where + "cannot open (unreadable?)");
+    std::ifstream in = open_regular_file(path, "checkpoint");
     Header header;
     if (!in.read(reinterpret_cast<char*>(header), sizeof(header))) throw Error(where + "truncated header");
     if (header[kMagic] != kCheckpointMagic)
@@ -277,8 +260,10 @@ Checkpoint load_checkpoint(const std::string& path) {
                 throw Error(where + "header word " + std::to_string(w) + " is set but no run state is recorded");
 
     const uintmax_t expected = sizeof(header) + n * sizeof(float) * (has_opt ? 3 : 1);
-    if (static_cast<uintmax_t>(st.st_size) != expected)
-        throw Error(where + "size " + std::to_string(st.st_size) + " bytes, expected " + std::to_string(expected) +
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(path, ec);
+    if (ec || size != expected)
+        throw Error(where + "size " + std::to_string(size) + " bytes, expected " + std::to_string(expected) +
                     " (truncated or corrupt)");
 
     auto read_floats = [&](std::vector<float>& dst) {

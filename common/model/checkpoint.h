@@ -45,10 +45,6 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // header and payload, finite values); throws gpt::Error naming the file and the rule broken.
 Checkpoint load_checkpoint(const std::string& path);
 
-// Fails now, with one line, if a checkpoint could not be written to PATH later: its directory
-// is missing or read-only, or PATH is a directory or another non-regular file.
-void check_checkpoint_writable(const std::string& path);
-
 // For tests: called after each chunk a save writes (a test raises SIGINT there).
 std::function<void()>& checkpoint_save_progress_hook();
 

@@ -46,6 +46,12 @@ void validate_config(const GPTConfig& c) {
         throw Error("invalid model config (" + c.describe() + "): every size must be positive");
     if (c.n_embd % c.n_head != 0)
         throw Error("invalid model config (" + c.describe() + "): C must be divisible by H");
+    // Far above any GPT (GPT-3 175B: C = 12288, L = 96), and low enough that no size computed
+    // from them overflows: a checkpoint's header comes from a file, and a hostile one must not
+    // wrap the parameter count around to match a small file.
+    if (c.max_seq_len > (1 << 20) || c.vocab_size > (1 << 24) || c.n_layer > (1 << 12) || c.n_embd > (1 << 16))
+        throw Error("invalid model config (" + c.describe() + "): larger than maxT 1048576, V 16777216, L 4096 or "
+                    "C 65536");
 }
 
 double flops_per_token(const GPTConfig& c, int T) {

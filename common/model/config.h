@@ -27,7 +27,8 @@ struct GPTConfig {
 GPTConfig config_by_name(const std::string& name);
 std::vector<std::string> config_names();
 
-// Throws gpt::Error if the numbers do not make a valid model (C divisible by H, all positive).
+// Throws gpt::Error if the numbers do not make a valid model (C divisible by H, all positive,
+// none absurdly large).
 void validate_config(const GPTConfig& config);
 
 // Training FLOPs per token, 6N + 12·L·H·Q·T (docs: MFU), with N the unpadded parameter count.

@@ -7,6 +7,7 @@
 #include "model/params.h"
 #include "util/cli.h"
 #include "util/error.h"
+#include "util/file.h"
 
 int main(int argc, char** argv) {
     std::string model = "d12", out;
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
                         gpt::cli::describe(options).c_str());
             return 0;
         }
+        gpt::require_writable_path(out, "--out");
         gpt::Checkpoint ck;
         ck.config = gpt::config_by_name(model);
         ck.params = gpt::init_parameters(ck.config, seed);

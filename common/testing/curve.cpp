@@ -1,11 +1,11 @@
 #include "testing/curve.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 namespace gpt::test {
@@ -42,13 +42,10 @@ ReferenceRun load_reference_run(const std::string& path) {
 }
 
 std::vector<float> read_floats(const std::string& path) {
-    std::error_code ec;
-    const auto bytes = std::filesystem::file_size(path, ec);
-    if (ec) throw Error("cannot read " + path);
-    if (bytes % sizeof(float)) throw Error(path + ": size is not a multiple of 4 bytes");
-    std::vector<float> v(bytes / sizeof(float));
-    std::ifstream in(path, std::ios::binary);
-    if (!in.read(reinterpret_cast<char*>(v.data()), bytes)) throw Error("cannot read " + path);
+    const std::string bytes = read_regular_file(path, "float array");
+    if (bytes.size() % sizeof(float)) throw Error(path + ": size is not a multiple of 4 bytes");
+    std::vector<float> v(bytes.size() / sizeof(float));
+    std::memcpy(v.data(), bytes.data(), bytes.size());
     return v;
 }
 

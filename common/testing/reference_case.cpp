@@ -1,12 +1,17 @@
 #include "testing/reference_case.h"
 
 #include <cstdlib>
+#include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "model/params.h"
 #include "testing/compare.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/rng.h"
+
+namespace fs = std::filesystem;
 
 namespace gpt::test {
 
@@ -44,6 +49,15 @@ std::string env_or(const char* name, const std::string& fallback) {
     return v ? v : fallback;
 }
 }  // namespace
+
+std::string scratch_dir(const std::string& group) {
+    const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+    const fs::path dir = fs::path(env_or("GPT_TEST_OUT", fs::temp_directory_path().string())) / group /
+                         (std::string(test->test_suite_name()) + "." + test->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir.string();
+}
 
 std::string reference_output_dir() { return env_or("GPT_TEST_OUT", ".") + "/reference"; }
 

@@ -27,6 +27,10 @@ struct ReferenceSettings {
 };
 ReferenceSettings load_reference_settings(const std::string& json_path);
 
+// A fresh, empty folder of the running GoogleTest test, $GPT_TEST_OUT/GROUP/Suite.Name (under
+// the system's temporary folder without GPT_TEST_OUT): CTest runs tests in parallel processes.
+std::string scratch_dir(const std::string& group);
+
 // Where the live PyTorch outputs of the CTest fixture land, and the committed curves.
 std::string reference_output_dir();   // $GPT_TEST_OUT/reference
 std::string committed_curve_path();   // $GPT_SOURCE_DIR/tests/reference/curves/micro_overfit.json

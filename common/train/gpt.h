@@ -4,6 +4,7 @@
 //
 //   S::act_t                      activations and matmul operands (float, later bf16)
 //   S::Context, Buffer, HostBuffer   per-model state (stream, handles), device and pinned memory
+//   S::kContextBytes              the device memory a Context holds
 //   S::copy_in/out(_async), fill_zero, sum_into, synchronize, Range (a profiler range)
 //   the ops, as Ops<S> resolves them (train/policy.h): Embedding, LayerNorm, Matmul, Attention,
 //   Gelu, Residual, Classifier; the fusion slots MatmulBiasGelu, ResidualLayerNorm and
@@ -62,17 +63,34 @@ class GPT {
           Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_), ctx_(stage_tag<S>),
           own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
           parallel_(parallel ? parallel : own_parallel_.get()), optimizer_(ctx_, layout_) {
-        grads_ = Buffer<float>(layout_.total());
-        S::fill_zero(ctx_, grads_.data(), layout_.total());
-        const size_t N = size_t(B) * T;
-        inputs_ = Buffer<int>(N);
-        targets_ = Buffer<int>(N);
-        staging_ = HostBuffer<int>(2 * N * slots_);
+        const Sizes n(config_, B, T, micro_batches);
+        grads_ = Buffer<float>(n.params);
+        S::fill_zero(ctx_, grads_.data(), n.params);
+        inputs_ = Buffer<int>(n.tokens);
+        targets_ = Buffer<int>(n.tokens);
+        staging_ = HostBuffer<int>(n.staging);
         scalars_ = Buffer<StepScalars>(1);
         scalars_staging_ = HostBuffer<StepScalars>(1);
         stats_ = Buffer<double>(kNumStats);
         stats_host_ = HostBuffer<double>(kNumStats);
-        allocate_activations();
+        allocate_activations(n);
+    }
+
+    // The bytes this model would allocate, computed before allocating anything (the trainer
+    // refuses a run that does not fit: train/memory.h). `buffers` are S::Buffer memory (the
+    // device's on a GPU, the host's on the CPU), `host` are S::HostBuffer memory.
+    struct Memory {
+        size_t buffers = 0, host = 0;
+    };
+    static Memory memory_needed(const GPTConfig& config, int B, int T, int micro_batches = 1) {
+        const Sizes n(checked(config, B, T, micro_batches), B, T, micro_batches);
+        Memory m;
+        m.buffers = S::kContextBytes + Optimizer::memory_bytes(ParamLayout(config, n.Vp)) +
+                    sizeof(float) * (n.params + n.stats * n.L + 3 * n.rows + n.classifier_saved + n.scratch) +
+                    sizeof(act_t) * (n.acts * n.L + 5 * n.act + n.logits + n.act3 + n.act4) +
+                    sizeof(int) * 2 * n.tokens + sizeof(StepScalars) + sizeof(double) * kNumStats;
+        m.host = sizeof(int) * n.staging + sizeof(StepScalars) + sizeof(double) * kNumStats;
+        return m;
     }
 
     const GPTConfig& config() const { return config_; }
@@ -441,61 +459,88 @@ class GPT {
                         std::to_string(config.max_seq_len) + "); use --seq " + std::to_string(config.max_seq_len) +
                         " or less");
         if (B <= 0 || T <= 0) throw Error("batch size and sequence length must be positive");
+        // The graph counts a batch's positions in an int.
+        if (size_t(B) * T > size_t(std::numeric_limits<int>::max()))
+            throw Error("a batch of " + std::to_string(B) + " x " + std::to_string(T) + " tokens is more than " +
+                        std::to_string(std::numeric_limits<int>::max()) + " positions");
         if (micro_batches < 1) throw Error("a step needs at least one micro-batch");
         return config;
     }
 
-    void allocate_activations() {
-        const size_t N = size_t(B_) * T_, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
-        encoded_ = Buffer<act_t>(N * C);
-        const size_t per_layer_act = round_up(N * C) * 7 + round_up(N * 3 * C) + round_up(N * 4 * C) * 2;
-        const size_t att_bytes = O::Attention::saved_bytes(B_, T_, C, NH, sizeof(act_t));
-        const size_t att_floats = (att_bytes + sizeof(float) - 1) / sizeof(float);
-        act_storage_ = Buffer<act_t>(per_layer_act * L);
-        stat_storage_ = Buffer<float>((round_up(N) * 4 + round_up(att_floats)) * L);
+    // The element count of every buffer, from the shapes alone: the constructor allocates
+    // exactly these, and memory_needed() adds them up before anything is allocated.
+    struct Sizes {
+        size_t N, C, L, Vp;
+        size_t params, tokens, staging;  // gradients; inputs and targets; the pinned staging slots
+        size_t act, act3, act4;          // act_t of one N x C, N x 3C and N x 4C activation
+        size_t rows;                     // floats of one value per position (mean, rstd, loss)
+        size_t att_saved;                // floats attention saves for backward, per layer
+        size_t acts, stats;              // act_t and floats each layer keeps (act_storage_, stat_storage_)
+        size_t logits, classifier_saved, scratch;
+        Sizes(const GPTConfig& config, int B, int T, int micro_batches)
+            : N(size_t(B) * T), C(config.n_embd), L(config.n_layer), Vp(config.padded_vocab(S::kVocabMultiple)) {
+            const size_t NH = config.n_head, a = sizeof(act_t);
+            params = ParamLayout(config, int(Vp)).total();
+            tokens = N;
+            staging = 2 * N * micro_batches;
+            act = N * C, act3 = N * 3 * C, act4 = N * 4 * C, rows = N;
+            att_saved = floats(O::Attention::saved_bytes(B, T, C, NH, a));
+            acts = round_up(act) * 7 + round_up(act3) + round_up(act4) * 2;
+            stats = round_up(rows) * 4 + round_up(att_saved);
+            logits = N * Vp;
+            // The fused classifier slot (ClassifierWithGrad) and the plain one (evaluate) share
+            // what they save for backward, and every op shares one scratch area (both at least
+            // one float, so that they have an address).
+            classifier_saved = std::max<size_t>(
+                1, floats(std::max(O::ClassifierWithGrad::saved_bytes(N, Vp, a), O::Classifier::saved_bytes(N, Vp, a))));
+            scratch = std::max<size_t>(1, floats(std::max({O::Attention::scratch_bytes(B, T, C, NH, a),
+                                                           O::Classifier::scratch_bytes(N, Vp, a),
+                                                           O::ClassifierWithGrad::scratch_bytes(N, Vp, a)})));
+        }
+        static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
+    };
+
+    void allocate_activations(const Sizes& n) {
+        const size_t L = n.L;
+        encoded_ = Buffer<act_t>(n.act);
+        act_storage_ = Buffer<act_t>(n.acts * L);
+        stat_storage_ = Buffer<float>(n.stats * L);
         layers_.resize(L);
         act_t* a = act_storage_.data();
         float* s = stat_storage_.data();
         // Every slice starts on a 64-element boundary (at least 128 bytes), as a fresh
         // allocation would: kernels may load 16 bytes at a time.
-        auto take = [](auto*& from, size_t n) { auto* p = from; from += round_up(n); return p; };
+        auto take = [](auto*& from, size_t count) { auto* p = from; from += round_up(count); return p; };
         for (auto& layer : layers_) {
-            layer.ln1 = take(a, N * C);
-            layer.qkv = take(a, N * 3 * C);
-            layer.atty = take(a, N * C);
-            layer.attproj = take(a, N * C);
-            layer.residual2 = take(a, N * C);
-            layer.ln2 = take(a, N * C);
-            layer.fch = take(a, N * 4 * C);
-            layer.fch_gelu = take(a, N * 4 * C);
-            layer.fcproj = take(a, N * C);
-            layer.residual3 = take(a, N * C);
-            layer.ln1_mean = take(s, N);
-            layer.ln1_rstd = take(s, N);
-            layer.ln2_mean = take(s, N);
-            layer.ln2_rstd = take(s, N);
-            layer.att_saved = take(s, att_floats);
+            layer.ln1 = take(a, n.act);
+            layer.qkv = take(a, n.act3);
+            layer.atty = take(a, n.act);
+            layer.attproj = take(a, n.act);
+            layer.residual2 = take(a, n.act);
+            layer.ln2 = take(a, n.act);
+            layer.fch = take(a, n.act4);
+            layer.fch_gelu = take(a, n.act4);
+            layer.fcproj = take(a, n.act);
+            layer.residual3 = take(a, n.act);
+            layer.ln1_mean = take(s, n.rows);
+            layer.ln1_rstd = take(s, n.rows);
+            layer.ln2_mean = take(s, n.rows);
+            layer.ln2_rstd = take(s, n.rows);
+            layer.att_saved = take(s, n.att_saved);
         }
-        lnf_ = Buffer<act_t>(N * C);
-        lnf_mean_ = Buffer<float>(N);
-        lnf_rstd_ = Buffer<float>(N);
-        logits_ = Buffer<act_t>(N * Vp_);
-        // Saved by the classifier for backward: the fused slot (ClassifierWithGrad) and the
-        // plain one (evaluate) share the memory.
-        const size_t cls_bytes = std::max(O::ClassifierWithGrad::saved_bytes(N, Vp_, sizeof(act_t)),
-                                          O::Classifier::saved_bytes(N, Vp_, sizeof(act_t)));
-        classifier_saved_ = Buffer<float>(std::max<size_t>(1, (cls_bytes + sizeof(float) - 1) / sizeof(float)));
-        losses_ = Buffer<float>(N);
+        lnf_ = Buffer<act_t>(n.act);
+        lnf_mean_ = Buffer<float>(n.rows);
+        lnf_rstd_ = Buffer<float>(n.rows);
+        logits_ = Buffer<act_t>(n.logits);
+        classifier_saved_ = Buffer<float>(n.classifier_saved);  // what the classifier keeps for backward
+        losses_ = Buffer<float>(n.rows);
         // gradients of activations: one buffer of each shape, reused by every layer
-        dresidual_ = Buffer<act_t>(N * C);
-        dbuf_ = Buffer<act_t>(N * C);
-        dlnf_ = Buffer<act_t>(N * C);
-        dqkv_ = Buffer<act_t>(N * 3 * C);
-        dfch_gelu_ = Buffer<act_t>(N * 4 * C);  // also the gradient of fch: MatmulBiasGelu works in place
-        const size_t scratch = std::max({O::Attention::scratch_bytes(B_, T_, C, NH, sizeof(act_t)),
-                                         O::Classifier::scratch_bytes(N, Vp_, sizeof(act_t)),
-                                         O::ClassifierWithGrad::scratch_bytes(N, Vp_, sizeof(act_t))});
-        scratch_ = Buffer<float>(std::max<size_t>(1, (scratch + sizeof(float) - 1) / sizeof(float)));
+        dresidual_ = Buffer<act_t>(n.act);
+        dbuf_ = Buffer<act_t>(n.act);
+        dlnf_ = Buffer<act_t>(n.act);
+        dqkv_ = Buffer<act_t>(n.act3);
+        dfch_gelu_ = Buffer<act_t>(n.act4);  // also the gradient of fch: MatmulBiasGelu works in place
+        scratch_ = Buffer<float>(n.scratch);
     }
 
     static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }

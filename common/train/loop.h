@@ -15,11 +15,13 @@
 #include "model/params.h"
 #include "train/gpt.h"
 #include "train/logger.h"
+#include "train/memory.h"
 #include "train/options.h"
 #include "train/policy.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace gpt {
 
@@ -106,7 +108,7 @@ int train(const TrainOptions& opt) {
     S::check_device();
 
     // The outputs first: a run must not fail at its end because it cannot write what it made.
-    if (!opt.save.empty()) check_checkpoint_writable(opt.save);
+    if (!opt.save.empty()) require_writable_path(opt.save, "--save");
     if (opt.stop_after > 0 && opt.save.empty())
         throw Error("--stop-after " + std::to_string(opt.stop_after) + " needs --save (the checkpoint to resume from)");
     Logger log(opt.log);
@@ -145,6 +147,7 @@ int train(const TrainOptions& opt) {
                     std::to_string(start.step));
     // The step after which this process stops: the end of the run, or --stop-after.
     const int stop = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
+    check_memory<S>(config, opt.batch, opt.seq, micro_batches);  // refuse what cannot fit, before any work
 
     // Data: fail on bad shards before allocating the model.
     DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, rank, world, config.vocab_size);
@@ -167,7 +170,7 @@ int train(const TrainOptions& opt) {
     if (opt.sample_every > 0) {
         try {
             tokenizer = std::make_unique<Tokenizer>(Tokenizer::load(opt.tokenizer_dir));
-        } catch (const Error& e) {
+        } catch (const MissingFile& e) {  // a tokenizer that is there but broken is an error
             std::printf("warning: %s; samples will be printed as token ids\n", e.what());
         }
     }

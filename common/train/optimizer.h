@@ -53,6 +53,10 @@ class OptimizerState {
         for (float* p : {master_.data(), m_.data(), v_.data()}) Backend::fill_zero(ctx, p, layout.total());
     }
 
+    // The memory an optimizer of this layout holds, before it exists (train/memory.h). An
+    // optimizer that owns more (a copy of the weights in act_t) hides this with its own.
+    static size_t memory_bytes(const ParamLayout& layout) { return 3 * layout.total() * sizeof(float); }
+
     const ParamLayout& layout() const { return layout_; }
     size_t size() const { return layout_.total(); }
     float* master() { return master_.data(); }

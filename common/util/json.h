@@ -2,17 +2,23 @@
 // writes itself (reference curves, benchmark results). Objects, arrays, numbers, strings with
 // every JSON escape (surrogate pairs too), true/false/null. Errors are one line with the byte
 // offset; parse_file() puts the file's name in front.
+//
+// Why our own and not a library: the GPU machines that build this project may have no
+// internet and no extra packages, and one short header is easy to read. Since it reads files a user
+// hands us, it is hardened like any parser of untrusted input (and fuzzed: tests/fuzz):
+// nesting depth, file size and value count are bounded, so a hostile file ends in a one-line
+// error, never in a stack overflow or an exhausted memory.
 #pragma once
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "util/error.h"
+#include "util/file.h"
 
 namespace gpt {
 
@@ -36,6 +42,13 @@ inline void append_utf8(std::string& out, char32_t cp) {
 }
 
 struct Json {
+    // Limits, far above what any file of the project needs (encoder.json: 1 MB, 50,257
+    // values, depth 1). Each limit stops one attack: depth, a recursion per '[' that would
+    // overflow the stack; values, about 150 bytes of memory each for a few bytes of text.
+    static constexpr size_t kMaxBytes = size_t(64) << 20;
+    static constexpr int kMaxDepth = 64;
+    static constexpr size_t kMaxValues = size_t(1) << 20;
+
     enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
     bool boolean = false;
     double number = 0.0;
@@ -59,6 +72,9 @@ struct Json {
     }
 
     static Json parse(std::string_view text) {
+        if (text.size() > kMaxBytes)
+            throw Error("JSON text of " + std::to_string(text.size()) + " bytes, more than the " +
+                        std::to_string(kMaxBytes) + " this reader accepts");
         Reader r{text};
         Json value = r.value();
         r.space();
@@ -66,14 +82,11 @@ struct Json {
         return value;
     }
     static Json parse_file(const std::string& path) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) throw Error(path + ": cannot open (missing?)");
-        std::stringstream s;
-        s << in.rdbuf();
+        const std::string text = read_regular_file(path, "JSON file", kMaxBytes);
         try {
-            return parse(s.str());
+            return parse(text);
         } catch (const Error& e) {
-            throw Error(path + ": " + e.what());
+            throw Error("JSON file " + path + ": " + e.what());
         }
     }
 
@@ -81,11 +94,21 @@ struct Json {
     struct Reader {
         std::string_view s;
         size_t at = 0;
+        int depth = 0;      // arrays and objects open around the current position
+        size_t values = 0;  // values read so far
 
         [[noreturn]] void fail(const std::string& what) const {
             throw Error("malformed JSON at byte " + std::to_string(at) + ": " + what);
         }
         char peek() const { return at < s.size() ? s[at] : '\0'; }
+        // A byte of the text for a message: 'x', or its code if it is not printable (a newline
+        // would break the one-line error).
+        static std::string shown(char c) {
+            if (c >= 0x20 && c < 0x7F) return std::string("'") + c + "'";
+            char code[16];
+            std::snprintf(code, sizeof(code), "byte 0x%02x", static_cast<unsigned char>(c));
+            return code;
+        }
         void space() {
             while (at < s.size() && (s[at] == ' ' || s[at] == '\n' || s[at] == '\r' || s[at] == '\t')) ++at;
         }
@@ -148,7 +171,7 @@ struct Json {
                         append_utf8(out, cp);
                         break;
                     }
-                    default: fail(std::string("unknown escape '\\") + e + "'");
+                    default: fail("unknown escape: backslash, then " + shown(e));
                 }
             }
         }
@@ -169,12 +192,42 @@ struct Json {
             }
             expect(close);
         }
+        // One '{' or '[' deeper for the life of this object.
+        struct Nested {
+            Reader& r;
+            explicit Nested(Reader& reader) : r(reader) {
+                if (++r.depth > kMaxDepth) r.fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
+            }
+            ~Nested() { --r.depth; }
+        };
+        // A number as JSON spells it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?. strtod alone
+        // would also take "0x1p3", "inf" or "1." and a locale's decimal comma.
+        double number() {
+            const size_t start = at;
+            const auto digits = [&] {
+                const size_t first = at;
+                while (at < s.size() && s[at] >= '0' && s[at] <= '9') ++at;
+                if (at == first) fail("expected a digit");
+            };
+            if (peek() == '-') ++at;
+            if (peek() == '0') ++at;
+            else digits();
+            if (peek() == '.') ++at, digits();
+            if (peek() == 'e' || peek() == 'E') {
+                ++at;
+                if (peek() == '+' || peek() == '-') ++at;
+                digits();
+            }
+            return std::strtod(std::string(s.substr(start, at - start)).c_str(), nullptr);
+        }
         Json value() {
             space();
             if (at >= s.size()) fail("unexpected end");
+            if (++values > kMaxValues) fail("more than " + std::to_string(kMaxValues) + " values");
             Json v;
             const char c = s[at];
             if (c == '{') {
+                const Nested nested(*this);
                 v.kind = Object;
                 ++at;
                 items('}', [&] {
@@ -188,6 +241,7 @@ struct Json {
                 return v;
             }
             if (c == '[') {
+                const Nested nested(*this);
                 v.kind = Array;
                 ++at;
                 items(']', [&] { v.array.push_back(value()); });
@@ -205,11 +259,8 @@ struct Json {
             if (word("NaN")) return v.kind = Number, v.number = std::nan(""), v;
             if (word("Infinity")) return v.kind = Number, v.number = INFINITY, v;
             if (word("-Infinity")) return v.kind = Number, v.number = -INFINITY, v;
-            if (c != '-' && (c < '0' || c > '9')) fail(std::string("unexpected character '") + c + "'");
-            const std::string number(s.substr(at, std::min<size_t>(64, s.size() - at)));
-            char* end = nullptr;
-            v.number = std::strtod(number.c_str(), &end);
-            at += end - number.c_str();
+            if (c != '-' && (c < '0' || c > '9')) fail("unexpected " + shown(c));
+            v.number = number();
             v.kind = Number;
             return v;
         }

@@ -45,6 +45,10 @@ class MixedPrecisionAdamW : public stage00::AdamW {
         weights_changed(ctx);
     }
 
+    static size_t memory_bytes(const ParamLayout& layout) {
+        return stage00::AdamW::memory_bytes(layout) + layout.total() * sizeof(Act);
+    }
+
     const Act* act_weights() const { return act_copy_.data(); }
 
     void weights_changed(CudaBackend::Context& ctx) {

@@ -16,9 +16,12 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "data/brown.h"
 #include "data/loader.h"
 #include "data/shard.h"
+#include "testing/reference_case.h"
 #include "util/error.h"
 
 namespace fs = std::filesystem;
@@ -28,18 +31,7 @@ namespace {
 
 constexpr int kVocab = 50257;
 
-// A fresh, empty folder for the running test.
-fs::path scratch_dir() {
-    const char* base_env = std::getenv("GPT_TEST_OUT");
-    const fs::path base = base_env && *base_env ? fs::path(base_env)
-                                                : fs::temp_directory_path() / "gpt_test_data";
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    const fs::path dir =
-        base / "test_data" / (std::string(info->test_suite_name()) + "." + info->name());
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
+fs::path scratch_dir() { return test::scratch_dir("test_data"); }
 
 // Token ids spread over the whole vocabulary but far from uniform, like real text: the id is
 // log-uniform, so small ids are common and ids near the top are rare (but occur).
@@ -208,6 +200,16 @@ TEST(Shard, NegativeCountIsRejected) {
     expect_error([&] { read_shard(path); }, path, {"-5"});
 }
 
+// A header may claim any count: the file's size is checked before anything is allocated, so
+// a small file that claims two billion tokens is refused at once, not after allocating 4 GB.
+TEST(Shard, HugeClaimedCountIsRefusedBeforeAllocating) {
+    const fs::path dir = scratch_dir();
+    const std::string path = write_tokens(dir, "claims.bin", random_tokens(10, 7));
+    patch_header(path, 2, 2147483647);
+    expect_error([&] { read_shard(path); }, path, {"truncated", "2147483647 tokens"});
+    expect_error([&] { DataLoader({path}, 1, 4, 0, 1, kVocab); }, path, {"truncated"});
+}
+
 TEST(Shard, DirectoryIsNotAShard) {
     const fs::path dir = scratch_dir();
     expect_error([&] { read_shard(dir.string()); }, dir.string(), {"directory"});
@@ -247,7 +249,7 @@ TEST(FindShards, ListsOneSplitInLexicographicOrder) {
                              "fw_val_000000.bin", "fw_train_000003.bin.tmp", "notes.txt",
                              "train.bin", "fw_training_000000.bin"})
         write_tokens(dir, name, {1, 2, 3});
-    fs::create_directories(dir / "old_train_000000.bin");  // a folder, not a shard
+    fs::create_directories(dir / "old_val_000000");  // a folder not named like a shard
 
     const std::vector<std::string> train = find_shards(dir.string(), "train");
     ASSERT_EQ(train.size(), 3u);
@@ -258,6 +260,21 @@ TEST(FindShards, ListsOneSplitInLexicographicOrder) {
     const std::vector<std::string> val = find_shards(dir.string(), "val");
     ASSERT_EQ(val.size(), 1u);
     EXPECT_EQ(fs::path(val[0]).filename(), "fw_val_000000.bin");
+}
+
+// Something named like a shard that is not a file is reported, not skipped: training on the
+// other shards without it would be a silently different run.
+TEST(FindShards, EntryNamedLikeAShardMustBeAFile) {
+    const fs::path dir = scratch_dir();
+    write_tokens(dir, "fw_train_000000.bin", {1, 2, 3});
+    fs::create_directories(dir / "fw_train_000001.bin");
+    const std::string folder = (dir / "fw_train_000001.bin").string();
+    expect_error([&] { find_shards(dir.string(), "train"); }, folder, {"is a directory"});
+    fs::remove(folder);
+    ASSERT_EQ(mkfifo(folder.c_str(), 0644), 0);
+    expect_error([&] { find_shards(dir.string(), "train"); }, folder, {"is a FIFO"});
+    expect_error([&] { read_shard(folder); }, folder, {"is a FIFO"});  // returns: never opened
+    expect_error([&] { find_shards("/dev/null", "train"); }, "/dev/null", {"not a directory"});
 }
 
 TEST(FindShards, MissingOrEmptyDirectoryIsNamed) {
@@ -640,6 +657,15 @@ TEST(Brown, ReadsCorpusFilesInNameOrder) {
     ASSERT_EQ(docs.size(), 2u);
     EXPECT_EQ(docs[0], kPlainSample);
     EXPECT_EQ(docs[1], "Second.");
+}
+
+TEST(Brown, CorpusEntryThatIsNotAFileIsNamed) {
+    const fs::path dir = scratch_dir();
+    std::ofstream(dir / "ca01") << kTaggedSample;
+    const std::string fifo = (dir / "ca02").string();
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+    expect_error([&] { read_brown_documents(dir.string()); }, fifo, {"is a FIFO"});
+    expect_error([&] { brown_files("/dev/null"); }, "/dev/null", {"not a directory"});
 }
 
 TEST(Brown, DirectoryWithoutCorpusFilesIsNamed) {

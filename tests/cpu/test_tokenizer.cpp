@@ -353,6 +353,8 @@ TEST(Tokenizer, LoadMalformedVocabBpe) {
         {"unknown_token", "#version: 0.2\nĠ zzzzqqqq\n"},
         {"wrong_order", "#version: 0.2\nĠ a\nĠ t\n"},
         {"truncated", "#version: 0.2\nĠ t\nĠ a\n"},
+        {"long_line", "#version: 0.2\n" + std::string(1 << 22, 'a') + "\n"},
+        {"binary", std::string("#version: 0.2\n\0\xff\xfe \x01", 19)},
     };
     for (const auto& [name, merges] : bad) {
         const std::string dir = scratch_vocab("bpe_" + name, encoder_json, merges);

@@ -33,6 +33,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -1168,6 +1169,21 @@ TEST_F(Model, AllocatesOnlyOnce) {
                 << ": something allocated outside DeviceBuffer (a library, a CUDA Graph, a plain cudaMalloc), "
                    "or another process shares this GPU";
         free_before = free_after;
+    }
+}
+
+// The trainer refuses a run that would not fit from GPT::memory_needed() (train/memory.h): it
+// must be exactly what the model allocates, and DeviceBuffer counts every byte of that. Shapes
+// that are not tile multiples, and several micro-batches of staging.
+TEST_F(Model, MemoryEstimateIsWhatTheModelAllocates) {
+    using gpt::cuda::MemoryStats;
+    const gpt::GPTConfig config = gpt::config_by_name("tiny");
+    for (const auto& [B, T, micro_batches] : {std::tuple{3, 65, 1}, std::tuple{8, 128, 4}}) {
+        SCOPED_TRACE(testing::Message() << B << " x " << T << ", " << micro_batches << " micro-batches");
+        const auto need = gpt::GPT<TestStage>::memory_needed(config, B, T, micro_batches);
+        const size_t before = MemoryStats::current().load();
+        gpt::GPT<TestStage> model(config, B, T, micro_batches);
+        EXPECT_EQ(MemoryStats::current().load() - before, need.buffers);
     }
 }
 

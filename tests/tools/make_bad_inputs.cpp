@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/params.h"
@@ -35,6 +37,10 @@ void good_data(const fs::path& dir, size_t val_tokens = 4000) {
     fs::create_directories(dir);
     gpt::write_shard((dir / "d_train_000000.bin").string(), tokens(20000, 1));
     gpt::write_shard((dir / "d_val_000000.bin").string(), tokens(val_tokens, 2));
+}
+
+void fifo(const fs::path& path) {
+    if (mkfifo(path.c_str(), 0644) != 0) throw gpt::Error("cannot make the FIFO " + path.string());
 }
 
 void poke(const fs::path& file, std::streamoff at, int32_t value) {
@@ -149,7 +155,17 @@ int main(int argc, char** argv) {
         gpt::save_checkpoint((out / "run.ckpt").string(), run);
         gpt::save_checkpoint((out / "run_copy.ckpt").string(), run);  // a diverging run must leave it as it is
 
-        if (mkfifo((out / "fifo").c_str(), 0644) != 0) throw gpt::Error("cannot make a FIFO in " + out.string());
+        // Paths that are not regular files: a FIFO blocks whoever opens it until a writer
+        // comes, so every reader must refuse it by its type, before opening it.
+        fifo(out / "fifo");
+        good_data(out / "fifo_shard");
+        fifo(out / "fifo_shard" / "d_train_000001.bin");
+        good_data(out / "directory_shard");
+        fs::create_directories(out / "directory_shard" / "d_train_000001.bin");
+        fs::create_directories(out / "fifo_tokenizer");
+        fifo(out / "fifo_tokenizer" / "encoder.json");
+        fs::create_directories(out / "directory_tokenizer" / "encoder.json");
+        std::ofstream(out / "hello.txt") << "Hello, world.\n";
         std::printf("wrote bad inputs into %s\n", out.string().c_str());
         return 0;
     } catch (const gpt::Error& e) {

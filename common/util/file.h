@@ -1,0 +1,45 @@
+// Files and folders the user names. Every reader of the project opens its files through here,
+// so that each kind of wrong path gives the same one-line error instead of a hang or a crash:
+//   - a FIFO (named pipe) blocks open() until someone writes to it: forever, in a script;
+//   - a device such as /dev/zero never ends, and /dev/null looks like an empty file;
+//   - a directory opens on Linux but every read of it fails.
+// So the type is checked with stat() before anything is opened. Errors read
+// "<what> <path>: <why>", e.g. "checkpoint run/x.ckpt: is a directory, not a file".
+#pragma once
+#include <cstddef>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "util/error.h"
+
+namespace gpt {
+
+// The path does not exist at all: callers that can do without an optional file (the trainer's
+// tokenizer, used only for text samples) catch this one and let every other error through.
+struct MissingFile : Error {
+    using Error::Error;
+};
+
+// Throws MissingFile if PATH does not exist, Error if it is anything but a regular file
+// (symbolic links are followed).
+void require_regular_file(const std::string& path, const std::string& what);
+
+// require_regular_file(), then opens PATH for binary reading; throws if it cannot be opened
+// (no permission, say).
+std::ifstream open_regular_file(const std::string& path, const std::string& what);
+
+// The whole content of a regular file; throws if it holds more than max_bytes (files that are
+// read whole must be small: a wrong path must not fill the memory).
+std::string read_regular_file(const std::string& path, const std::string& what,
+                              size_t max_bytes = std::numeric_limits<size_t>::max());
+
+// Throws MissingFile if PATH does not exist, Error if it is not a directory.
+void require_directory(const std::string& path, const std::string& what);
+
+// A file the program will write (through a temporary file renamed over it), checked before the
+// work, not after it: throws if PATH exists and is not a regular file, or if its directory is
+// not a writable directory. A missing directory is created.
+void require_writable_path(const std::string& path, const std::string& what);
+
+}  // namespace gpt

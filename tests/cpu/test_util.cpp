@@ -1,0 +1,178 @@
+// Tests of the shared helpers every reader of user files goes through: opening a file the user
+// named (common/util/file.h) and the JSON reader (common/util/json.h), on the paths and the
+// hostile contents a user can hand them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testing/reference_case.h"
+#include "util/error.h"
+#include "util/file.h"
+#include "util/json.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+fs::path scratch_dir() { return test::scratch_dir("test_util"); }
+
+// The message of the gpt::Error that f throws ("" and a failure if none).
+template <class F>
+std::string error_of(F&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+        return message;
+    }
+    ADD_FAILURE() << "no gpt::Error thrown";
+    return "";
+}
+
+#define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+// --- files the user names ------------------------------------------------------------------
+
+TEST(UserFiles, RegularFileIsReadWhole) {
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "a.txt").string();
+    std::ofstream(path, std::ios::binary) << "hello";
+    EXPECT_EQ(read_regular_file(path, "input"), "hello");
+    require_regular_file(path, "input");
+    require_writable_path(path, "--out");
+    require_writable_path((dir / "new.txt").string(), "--out");  // absent: will be created
+    // A missing directory is made now, so that the write at the end of the work finds it.
+    require_writable_path((dir / "runs" / "a" / "x.ckpt").string(), "--save");
+    EXPECT_TRUE(fs::is_directory(dir / "runs" / "a"));
+    EXPECT_CONTAINS(error_of([&] { require_writable_path(path + "/x.ckpt", "--save"); }), "is a regular file, not a directory");
+}
+
+TEST(UserFiles, EveryOtherKindIsRefusedByName) {
+    const fs::path dir = scratch_dir();
+    const std::string fifo = (dir / "fifo").string();
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+    // A FIFO without a writer: opening it would block forever, so this returns only if the
+    // type is checked first.
+    EXPECT_CONTAINS(error_of([&] { read_regular_file(fifo, "input"); }), "input " + fifo + ": is a FIFO");
+    EXPECT_CONTAINS(error_of([&] { open_regular_file(dir.string(), "checkpoint"); }), "is a directory");
+    EXPECT_CONTAINS(error_of([&] { read_regular_file("/dev/zero", "input"); }), "is a character device");
+    EXPECT_CONTAINS(error_of([&] { read_regular_file("/dev/null", "input"); }), "is a character device");
+    EXPECT_CONTAINS(error_of([&] { require_writable_path(dir.string(), "--out"); }), "is a directory");
+    EXPECT_CONTAINS(error_of([&] { require_writable_path(fifo, "--out"); }), "is a FIFO");
+    EXPECT_CONTAINS(error_of([&] { require_directory(fifo, "data directory"); }), "is a FIFO (named pipe), not a directory");
+    EXPECT_CONTAINS(error_of([&] { require_directory("/dev/null", "data directory"); }), "not a directory");
+
+    // A link is followed: to a FIFO it is a FIFO, dangling it is missing.
+    fs::create_symlink(fifo, dir / "link");
+    EXPECT_CONTAINS(error_of([&] { read_regular_file((dir / "link").string(), "input"); }), "is a FIFO");
+    fs::create_symlink(dir / "nothing", dir / "dangling");
+    EXPECT_THROW(read_regular_file((dir / "dangling").string(), "input"), MissingFile);
+}
+
+TEST(UserFiles, MissingIsItsOwnKindOfError) {
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "none").string();
+    EXPECT_THROW(read_regular_file(path, "input"), MissingFile);
+    EXPECT_THROW(require_directory(path, "data directory"), MissingFile);
+    EXPECT_CONTAINS(error_of([&] { read_regular_file(path, "input"); }), "input " + path + ": not found");
+    // A broken file is an Error, but not a MissingFile.
+    try {
+        read_regular_file(dir.string(), "input");
+        ADD_FAILURE() << "a directory was read";
+    } catch (const MissingFile&) {
+        ADD_FAILURE() << "a directory reported as missing";
+    } catch (const Error&) {
+    }
+}
+
+TEST(UserFiles, UnreadableFileIsNamed) {
+    if (geteuid() == 0) GTEST_SKIP() << "root reads files whatever their permissions";
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "secret").string();
+    std::ofstream(path) << "x";
+    fs::permissions(path, fs::perms::none);
+    EXPECT_CONTAINS(error_of([&] { read_regular_file(path, "input"); }), "cannot open (Permission denied)");
+}
+
+TEST(UserFiles, FileLargerThanTheLimitIsRefused) {
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "big").string();
+    std::ofstream(path, std::ios::binary) << std::string(100000, 'x');
+    EXPECT_EQ(read_regular_file(path, "input", 100000).size(), 100000u);
+    EXPECT_CONTAINS(error_of([&] { read_regular_file(path, "input", 99999); }), "larger than 99999 bytes");
+}
+
+// --- the JSON reader on hostile text ---------------------------------------------------------
+
+TEST(JsonReader, ReadsWhatTheProjectWrites) {
+    const Json j = Json::parse(R"({"losses": [10.5, -0.25e-3, 1E2, 0, NaN, null], "n": -0, "s": "a\u00e9\ud83d\ude00"})");
+    const std::vector<double> losses = j["losses"].numbers();
+    ASSERT_EQ(losses.size(), 6u);
+    EXPECT_EQ(losses[0], 10.5);
+    EXPECT_EQ(losses[1], -0.25e-3);
+    EXPECT_EQ(losses[2], 100.0);
+    EXPECT_TRUE(std::isnan(losses[4]) && std::isnan(losses[5]));
+    EXPECT_EQ(j["s"].string, "a\xc3\xa9\xf0\x9f\x98\x80");
+}
+
+TEST(JsonReader, DeepNestingIsAnErrorNotAStackOverflow) {
+    // Depth kMaxDepth is fine; one more is refused. A million levels would overflow the stack
+    // of a reader that recursed without a bound.
+    const int ok = Json::kMaxDepth;
+    EXPECT_NO_THROW(Json::parse(std::string(ok, '[') + std::string(ok, ']')));
+    EXPECT_CONTAINS(error_of([&] { Json::parse(std::string(ok + 1, '[') + std::string(ok + 1, ']')); }),
+                    "nested deeper than");
+    EXPECT_CONTAINS(error_of([] { Json::parse(std::string(1000000, '[')); }), "nested deeper than");
+    std::string objects;
+    for (int i = 0; i < 1000000; ++i) objects += "{\"a\":";
+    EXPECT_CONTAINS(error_of([&] { Json::parse(objects); }), "nested deeper than");
+}
+
+TEST(JsonReader, ValueCountAndSizeAreBounded) {
+    std::string many = "[";
+    for (size_t i = 0; i <= Json::kMaxValues; ++i) many += "0,";
+    many += "0]";
+    EXPECT_CONTAINS(error_of([&] { Json::parse(many); }), "more than");
+    EXPECT_CONTAINS(error_of([] { Json::parse(std::string(Json::kMaxBytes + 1, ' ')); }), "bytes, more than");
+}
+
+TEST(JsonReader, NumbersMustBeJsonNumbers) {
+    for (const char* bad : {"01", "1.", ".5", "-", "+1", "0x10", "1e", "1e+", "-inf", "--1", "1.e3"})
+        EXPECT_CONTAINS(error_of([&] { Json::parse(std::string("[") + bad + "]"); }), "malformed JSON") << bad;
+    EXPECT_EQ(Json::parse("[-0.5e-3]").array[0].number, -0.5e-3);
+    EXPECT_EQ(Json::parse("[123456789012345678901234567890]").array[0].number, 123456789012345678901234567890.0);
+}
+
+TEST(JsonReader, TruncatedAndBrokenTextGivesOneLine) {
+    for (const char* bad : {"", "[", "{", "{\"a\"", "{\"a\":", "[1,]", "{\"a\":1,}", "\"abc", "\"\\u12", "\"\\ud800\"",
+                            "tru", "[1] x", "{1:2}", "\"a\nb\""})
+        EXPECT_CONTAINS(error_of([&] { Json::parse(bad); }), "malformed JSON") << bad;
+}
+
+// Found by the fuzzer (tests/fuzz): the offending byte went into the message as it was, so a
+// backslash before a newline made a two-line error.
+TEST(JsonReader, UnprintableBytesAreShownByTheirCode) {
+    EXPECT_CONTAINS(error_of([] { Json::parse("\"\\\n\""); }), "unknown escape: backslash, then byte 0x0a");
+    EXPECT_CONTAINS(error_of([] { Json::parse("[\x01]"); }), "unexpected byte 0x01");
+    EXPECT_CONTAINS(error_of([] { Json::parse("[x]"); }), "unexpected 'x'");
+}
+
+TEST(JsonReader, FileErrorsNameTheFile) {
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "bad.json").string();
+    std::ofstream(path) << "[1, 2";
+    EXPECT_CONTAINS(error_of([&] { Json::parse_file(path); }), "JSON file " + path + ": malformed JSON");
+    EXPECT_CONTAINS(error_of([&] { Json::parse_file(dir.string()); }), "is a directory");
+}
+
+}  // namespace
+}  // namespace gpt
