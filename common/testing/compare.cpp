@@ -5,6 +5,8 @@
 #include <random>
 #include <sstream>
 
+#include "util/error.h"
+
 namespace gpt::test {
 
 uint64_t test_seed() {
@@ -102,6 +104,18 @@ std::string header(const std::string& what) {
     if (c.unwritten) s << "; " << c.unwritten << " never written";
     if (c.n) s << "; worst at [" << c.worst << "]: " << actual[c.worst] << " vs " << expected[c.worst];
     return ::testing::AssertionFailure() << s.str();
+}
+
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        const std::string message = e.what();
+        EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
+        return message;
+    }
+    ADD_FAILURE() << "no gpt::Error thrown";
+    return "";
 }
 
 }  // namespace gpt::test

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -65,5 +66,9 @@ Comparison compare(const float* actual, const float* expected, size_t n, Toleran
 // Whole-tensor check: ||a - e|| / ||e|| <= max_rel_l2, NaN-safe.
 ::testing::AssertionResult rel_l2_close(const std::string& what, const std::vector<float>& actual,
                                         const std::vector<float>& expected, double max_rel_l2);
+
+// The message of the gpt::Error that f throws, checked to be one line; "" and a test failure
+// when it throws none.
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace gpt::test

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/compare.h"
 #include "train/options.h"
 #include "util/cli.h"
 #include "util/error.h"
@@ -15,18 +16,7 @@
 namespace gpt {
 namespace {
 
-// The message of the gpt::Error that `f` throws ("" and a failure when it throws none).
-std::string error_of(const std::function<void()>& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-        return message;
-    }
-    ADD_FAILURE() << "no gpt::Error thrown";
-    return "";
-}
+using test::error_of;
 
 // argv for parse(): the strings stay alive as long as the Args.
 struct Args {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "testing/compare.h"
 #include "testing/reference_case.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -22,21 +23,9 @@ namespace fs = std::filesystem;
 namespace gpt {
 namespace {
 
-fs::path scratch_dir() { return test::scratch_dir("test_util"); }
+using test::error_of;
 
-// The message of the gpt::Error that f throws ("" and a failure if none).
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        const std::string message = e.what();
-        EXPECT_EQ(message.find('\n'), std::string::npos) << "not one line: " << message;
-        return message;
-    }
-    ADD_FAILURE() << "no gpt::Error thrown";
-    return "";
-}
+fs::path scratch_dir() { return test::scratch_dir("test_util"); }
 
 #define EXPECT_CONTAINS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 
