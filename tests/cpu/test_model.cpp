@@ -271,28 +271,32 @@ TEST(Checkpoint, RefusesToSaveNonFiniteValues) {
     EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
-// SIGINT during a save: the save stops, removes its temporary file, and the checkpoint saved
-// before is still there, whole.
+// SIGINT or SIGTERM during a save: the save stops, removes its temporary file, and the
+// checkpoint saved before is still there, whole.
 TEST(Checkpoint, InterruptedSaveKeepsThePreviousOne) {
     const std::string path = temp_dir() + "/interrupted.ckpt";
     const Checkpoint first = random_checkpoint(config_by_name("micro"));
-    save_checkpoint(path, first);
-    Checkpoint second = first;
-    second.step = 18;
-    int chunks = 0;
-    checkpoint_save_progress_hook() = [&] {
-        if (++chunks == 1) std::raise(SIGINT);  // after the first chunk
-    };
-    expect_error_mentions([&] { save_checkpoint(path, second); }, "interrupted (SIGINT)");
-    checkpoint_save_progress_hook() = nullptr;
-    EXPECT_FALSE(fs::exists(path + ".tmp"));
-    const Checkpoint back = load_checkpoint(path);
-    EXPECT_EQ(back.step, first.step);
-    EXPECT_EQ(back.params, first.params);
-    // The handlers are put back: SIGINT is not ignored after the save.
-    struct sigaction now = {};
-    sigaction(SIGINT, nullptr, &now);
-    EXPECT_EQ(now.sa_handler, SIG_DFL);
+    for (const auto& [sig, name] : {std::pair{SIGINT, "SIGINT"}, std::pair{SIGTERM, "SIGTERM"}}) {
+        SCOPED_TRACE(name);
+        save_checkpoint(path, first);
+        Checkpoint second = first;
+        second.step = 18;
+        int chunks = 0;
+        checkpoint_save_progress_hook() = [&, sig = sig] {
+            if (++chunks == 1) std::raise(sig);  // after the first chunk
+        };
+        expect_error_mentions([&] { save_checkpoint(path, second); },
+                              std::string("interrupted (") + name + ")");
+        checkpoint_save_progress_hook() = nullptr;
+        EXPECT_FALSE(fs::exists(path + ".tmp"));
+        const Checkpoint back = load_checkpoint(path);
+        EXPECT_EQ(back.step, first.step);
+        EXPECT_EQ(back.params, first.params);
+        // The handlers are put back: the signal is not ignored after the save.
+        struct sigaction now = {};
+        sigaction(sig, nullptr, &now);
+        EXPECT_EQ(now.sa_handler, SIG_DFL);
+    }
 }
 
 
