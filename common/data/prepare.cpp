@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <limits>
 #include <regex>
 #include <set>
@@ -248,25 +249,10 @@ int run(const Options& o) {
     fs::create_directories(o.out_dir, ec);
     if (ec) throw gpt::Error("--out " + o.out_dir + ": cannot create the directory (" + ec.message() + ")");
 
-    // The plain text goes to FILE.tmp while we encode, and is renamed when everything is done;
-    // FILE.tmp is removed if anything fails before that.
-    std::ofstream text_out;
-    const std::string text_tmp = o.text_out + ".tmp";
-    struct RemoveUnlessKept {
-        std::string path;
-        bool keep = false;
-        ~RemoveUnlessKept() {
-            std::error_code ignored;
-            if (!keep && !path.empty()) fs::remove(path, ignored);
-        }
-    } text_tmp_guard;
-    if (!o.text_out.empty()) {
-        const fs::path parent = fs::path(o.text_out).parent_path();
-        if (!parent.empty()) fs::create_directories(parent, ec);
-        text_out.open(text_tmp, std::ios::binary | std::ios::trunc);
-        if (!text_out) throw gpt::Error("--text-out " + o.text_out + ": cannot write " + text_tmp);
-        text_tmp_guard.path = text_tmp;
-    }
+    // The plain text goes to FILE.tmp while we encode and replaces FILE when everything is
+    // done; FILE.tmp is removed if anything fails before that.
+    std::optional<gpt::ReplacingFile> text_out;
+    if (!o.text_out.empty()) text_out.emplace(o.text_out, "--text-out");
 
     // Encode. Tokens are kept as uint16 (the shard format) until the split is known.
     std::vector<uint16_t> tokens;
@@ -274,9 +260,9 @@ int run(const Options& o) {
     auto last_report = clock::now();
     for (size_t d = 0; d < sources.size(); ++d) {
         const std::string text = sources[d].text();
-        if (text_out.is_open()) {
-            if (d > 0) text_out << "\n\n";
-            text_out << text;
+        if (text_out) {
+            if (d > 0) text_out->write("\n\n");
+            text_out->write(text);
         }
         const std::vector<int> ids = tokenizer.encode(text);
         tokens.push_back(static_cast<uint16_t>(gpt::Tokenizer::kEndOfText));
@@ -321,13 +307,9 @@ int run(const Options& o) {
     written.insert(written.end(), train.begin(), train.end());
     remove_stale_shards(o, written);
 
-    if (text_out.is_open()) {
-        text_out << "\n";
-        text_out.close();
-        if (!text_out) throw gpt::Error("--text-out " + o.text_out + ": error while writing (disk full?)");
-        fs::rename(text_tmp, o.text_out, ec);
-        if (ec) throw gpt::Error("--text-out: cannot rename " + text_tmp + " to " + o.text_out + ": " + ec.message());
-        text_tmp_guard.keep = true;
+    if (text_out) {
+        text_out->write("\n");
+        text_out->commit();
         std::printf("  wrote %s\n", o.text_out.c_str());
     }
 

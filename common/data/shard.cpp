@@ -7,8 +7,6 @@
 #include "data/shard.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -114,28 +112,11 @@ void write_shard(const std::string& path, const std::vector<int>& tokens) {
     header[1] = kShardVersion;
     header[2] = static_cast<int32_t>(tokens.size());
 
-    // Write to a temporary name and rename: a run killed midway leaves PATH.tmp behind, never
-    // a PATH that looks like a shard but is cut short; a failed write removes PATH.tmp.
-    const std::string tmp = path + ".tmp";
-    std::error_code ec;
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error("shard " + path + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
-        out.write(reinterpret_cast<const char*>(header), sizeof(header));
-        out.write(reinterpret_cast<const char*>(packed.data()), packed.size() * sizeof(uint16_t));
-        out.flush();
-        if (!out) {
-            out.close();
-            fs::remove(tmp, ec);
-            throw Error("shard " + path + ": error while writing " + tmp + " (disk full?)");
-        }
-    }
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        const std::string why = ec.message();
-        fs::remove(tmp, ec);
-        throw Error("shard " + path + ": cannot rename " + tmp + " to it (" + why + ")");
-    }
+    // A run killed midway leaves no PATH that looks like a shard but is cut short.
+    ReplacingFile file(path, "shard");
+    file.write(header, sizeof(header));
+    file.write(packed.data(), packed.size() * sizeof(uint16_t));
+    file.commit();
 }
 
 std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_tokens) {

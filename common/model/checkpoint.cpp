@@ -1,10 +1,6 @@
 #include "model/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -135,11 +131,6 @@ class SaveSignals {
     struct sigaction old_int_ = {}, old_term_ = {};
 };
 
-std::string parent_dir(const std::string& path) {
-    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-    return parent.empty() ? "." : parent.string();
-}
-
 }  // namespace
 
 std::function<void()>& checkpoint_save_progress_hook() {
@@ -159,33 +150,25 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
         const std::string bad = first_non_finite(*values, c.config, what);
         if (!bad.empty()) throw Error("not saving checkpoint " + path + ": " + bad);
     }
-    require_writable_path(path, "checkpoint");
-
     Header header;
     fill_header(header, c, n);
     header[kHash] = static_cast<int32_t>(file_hash(header, c));
 
-    const std::string tmp = path + ".tmp";
+    // PATH.tmp, renamed over PATH only when whole (util/file.h); SIGINT or SIGTERM during the
+    // save ends it there, and the previous checkpoint stays.
     SaveSignals signals;
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error("cannot write checkpoint " + tmp + ": " + std::strerror(errno));
-    // Any failure from here on removes the temporary file; PATH is untouched until the rename.
-    auto fail = [&](const std::string& why) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw Error("checkpoint " + path + " not saved: " + why + " (" + path + " is left as it was)");
-    };
+    ReplacingFile file(path, "checkpoint");
+    auto interrupted = [] { return g_interrupted == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"; };
     auto write_all = [&](const void* data, size_t bytes) {
         const char* p = static_cast<const char*>(data);
         constexpr size_t kChunk = size_t(16) << 20;  // check for a signal every 16 MiB
         while (bytes > 0) {
-            const ssize_t done = ::write(fd, p, std::min(bytes, kChunk));
-            if (done < 0 && errno == EINTR) continue;
-            if (done <= 0) fail(std::string("write error: ") + std::strerror(errno ? errno : EIO));
-            p += done;
-            bytes -= static_cast<size_t>(done);
+            const size_t chunk = std::min(bytes, kChunk);
+            file.write(p, chunk);
+            p += chunk;
+            bytes -= chunk;
             if (checkpoint_save_progress_hook()) checkpoint_save_progress_hook()();
-            if (g_interrupted) fail(g_interrupted == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)");
+            if (g_interrupted) file.fail(interrupted());
         }
     };
     write_all(header, sizeof(header));
@@ -194,27 +177,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
         write_all(c.m.data(), n * sizeof(float));
         write_all(c.v.data(), n * sizeof(float));
     }
-    // The data must be on the disk before the rename makes it the checkpoint.
-    if (::fsync(fd) != 0) fail(std::string("fsync failed: ") + std::strerror(errno));
-    if (::close(fd) != 0) {
-        ::unlink(tmp.c_str());
-        throw Error("checkpoint " + path + " not saved: " + std::strerror(errno));
-    }
-    if (g_interrupted) {
-        ::unlink(tmp.c_str());
-        throw Error("checkpoint " + path + " not saved: interrupted (" + path + " is left as it was)");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw Error("cannot rename " + tmp + " to " + path + ": " + why);
-    }
-    // And the rename itself reaches the disk with its directory.
-    const int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-        ::fsync(dir);
-        ::close(dir);
-    }
+    file.commit();
+    // A signal during the final fsync: the checkpoint is whole, and the run still stops.
+    if (g_interrupted) throw Error("checkpoint " + path + " saved, then " + interrupted());
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

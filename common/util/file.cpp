@@ -1,8 +1,10 @@
 #include "util/file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -95,6 +97,56 @@ void require_writable_path(const std::string& path, const std::string& what) {
         throw Error(prefix(what, path) + ": " + dir + " is " + kind(dir_type) + ", not a directory");
     }
     if (access(dir.c_str(), W_OK) != 0) throw Error(prefix(what, path) + ": directory " + dir + " is not writable");
+}
+
+ReplacingFile::ReplacingFile(const std::string& path, const std::string& what)
+    : path_(path), tmp_(path + ".tmp"), what_(what) {
+    require_writable_path(path, what);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw Error(prefix(what, path) + ": cannot create " + tmp_ + " (" + std::strerror(errno) + ")");
+}
+
+ReplacingFile::~ReplacingFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void ReplacingFile::fail(const std::string& why) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    ::unlink(tmp_.c_str());
+    throw Error(prefix(what_, path_) + " not written: " + why + " (" + path_ + " is left as it was)");
+}
+
+void ReplacingFile::write(const void* data, size_t bytes) {
+    if (fd_ < 0) throw Error(prefix(what_, path_) + ": written after commit() or a failure");
+    const char* p = static_cast<const char*>(data);
+    while (bytes > 0) {
+        const ssize_t done = ::write(fd_, p, bytes);
+        if (done < 0 && errno == EINTR) continue;  // a signal whose handler returned
+        if (done <= 0) fail(std::string("write error (") + std::strerror(done < 0 ? errno : EIO) + ")");
+        p += done;
+        bytes -= static_cast<size_t>(done);
+    }
+}
+
+void ReplacingFile::commit() {
+    if (fd_ < 0) throw Error(prefix(what_, path_) + ": committed twice or after a failure");
+    // The data must be on the disk before the rename makes it PATH.
+    if (::fsync(fd_) != 0) fail(std::string("fsync failed (") + std::strerror(errno) + ")");
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(std::string("close failed (") + std::strerror(errno) + ")");
+    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
+        fail("cannot rename " + tmp_ + " to it (" + std::strerror(errno) + ")");
+    committed_ = true;
+    // And the rename itself reaches the disk with its directory.
+    const fs::path parent = fs::path(path_).parent_path();
+    const int dir = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        ::fsync(dir);
+        ::close(dir);
+    }
 }
 
 }  // namespace gpt

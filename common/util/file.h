@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "util/error.h"
 
@@ -41,5 +42,29 @@ void require_directory(const std::string& path, const std::string& what);
 // work, not after it: throws if PATH exists and is not a regular file, or if its directory is
 // not a writable directory. A missing directory is created.
 void require_writable_path(const std::string& path, const std::string& what);
+
+// A file that replaces PATH whole or not at all. It is written as PATH.tmp; commit() puts the
+// data on the disk (fsync), renames PATH.tmp over PATH and syncs the directory, so that after a
+// crash PATH is either the old file or the new one, never a part of it. Anything that ends it
+// before commit() (a write error, an exception, a signal the caller turns into one) removes
+// PATH.tmp and leaves PATH as it was. Errors read "<what> <path> not written: <why> (...)".
+class ReplacingFile {
+  public:
+    ReplacingFile(const std::string& path, const std::string& what);  // require_writable_path() first
+    ~ReplacingFile();
+    ReplacingFile(const ReplacingFile&) = delete;
+    ReplacingFile& operator=(const ReplacingFile&) = delete;
+
+    void write(const void* data, size_t bytes);
+    void write(std::string_view text) { write(text.data(), text.size()); }
+    void commit();
+    // Removes PATH.tmp and throws the error above with this reason.
+    [[noreturn]] void fail(const std::string& why);
+
+  private:
+    std::string path_, tmp_, what_;
+    int fd_ = -1;  // -1 once closed
+    bool committed_ = false;
+};
 
 }  // namespace gpt

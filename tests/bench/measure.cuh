@@ -20,10 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <initializer_list>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -35,6 +33,7 @@
 #include "cuda/types.cuh"
 #include "train/logger.h"
 #include "util/error.h"
+#include "util/file.h"
 
 namespace gpt::bench {
 
@@ -327,28 +326,19 @@ inline std::string to_json(const GemmCeiling& g) {
 // Fails before any measuring if the output file cannot be written (a missing directory, a path
 // that is a directory, a FIFO or a device), instead of after the whole run.
 inline void check_writable(const std::string& option, const std::string& path) {
-    std::error_code ec;
-    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
-        throw UsageError(option + " " + path + ": not a regular file");
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) throw UsageError(option + " " + path + ": cannot open for writing (" + std::strerror(errno) + ")");
-    std::fclose(f);
-    std::remove(tmp.c_str());
+    try {
+        require_writable_path(path, option);
+    } catch (const Error& e) {
+        throw UsageError(e.what());
+    }
 }
 
-// Writes the whole text to a temporary file, then renames it over `path`: a reader never sees a
-// half-written file.
+// Writes the whole text to PATH.tmp, then renames it over PATH: a reader never sees a
+// half-written file (util/file.h).
 inline void write_file(const std::string& option, const std::string& path, const std::string& text) {
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) throw Error(option + " " + path + ": cannot open for writing (" + std::strerror(errno) + ")");
-    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    const bool closed = std::fclose(f) == 0;
-    if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(option + " " + path + ": cannot write");
-    }
+    ReplacingFile file(path, option);
+    file.write(text);
+    file.commit();
 }
 
 }  // namespace gpt::bench

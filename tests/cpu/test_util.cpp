@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,6 +100,74 @@ TEST(UserFiles, FileLargerThanTheLimitIsRefused) {
     std::ofstream(path, std::ios::binary) << std::string(100000, 'x');
     EXPECT_EQ(read_regular_file(path, "input", 100000).size(), 100000u);
     EXPECT_CONTAINS(error_of([&] { read_regular_file(path, "input", 99999); }), "larger than 99999 bytes");
+}
+
+// --- files written whole or not at all ---------------------------------------------------------
+
+std::string contents(const std::string& path) { return read_regular_file(path, "test file"); }
+
+TEST(ReplacingFile, CommitReplacesTheFileWhole) {
+    const std::string path = (scratch_dir() / "out.txt").string();
+    std::ofstream(path, std::ios::binary) << "old";
+    {
+        ReplacingFile file(path, "--out");
+        file.write("new ");
+        file.write(std::string(100000, 'x'));
+        EXPECT_EQ(contents(path), "old");  // nothing is PATH until the commit
+        EXPECT_TRUE(fs::exists(path + ".tmp"));
+        file.commit();
+    }
+    EXPECT_EQ(contents(path), "new " + std::string(100000, 'x'));
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(ReplacingFile, EndedBeforeTheCommitLeavesTheOldFile) {
+    const std::string path = (scratch_dir() / "kept.txt").string();
+    std::ofstream(path, std::ios::binary) << "old";
+    try {
+        ReplacingFile file(path, "--out");
+        file.write("half of it");
+        throw Error("the work failed");  // the destructor runs before the commit
+    } catch (const Error&) {
+    }
+    EXPECT_EQ(contents(path), "old");
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+    ReplacingFile file(path, "--out");
+    file.write("half");
+    EXPECT_CONTAINS(error_of([&] { file.fail("interrupted (SIGINT)"); }),
+                    "--out " + path + " not written: interrupted (SIGINT) (" + path + " is left as it was)");
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+    EXPECT_CONTAINS(error_of([&] { file.write("more"); }), "after commit() or a failure");
+    EXPECT_EQ(contents(path), "old");
+}
+
+// A full disk, made with a file size limit: the write error is reported, the file removed.
+TEST(ReplacingFile, WriteErrorLeavesTheOldFile) {
+    const std::string path = (scratch_dir() / "full.txt").string();
+    std::ofstream(path, std::ios::binary) << "old";
+    struct rlimit before = {};
+    ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &before), 0);
+    struct rlimit small = before;
+    small.rlim_cur = 4096;
+    void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+    std::string message;
+    {
+        ReplacingFile file(path, "--out");
+        message = error_of([&] { file.write(std::string(10000, 'x')); });
+    }
+    setrlimit(RLIMIT_FSIZE, &before);
+    std::signal(SIGXFSZ, old_handler);
+    EXPECT_CONTAINS(message, "--out " + path + " not written: write error (File too large)");
+    EXPECT_EQ(contents(path), "old");
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+TEST(ReplacingFile, RefusesWhatIsNotAFile) {
+    const fs::path dir = scratch_dir();
+    EXPECT_CONTAINS(error_of([&] { ReplacingFile file(dir.string(), "--out"); }), "is a directory");
+    EXPECT_FALSE(fs::exists(dir.string() + ".tmp"));
 }
 
 // --- the JSON reader on hostile text ---------------------------------------------------------
