@@ -464,6 +464,11 @@ class GPT {
             throw Error("a batch of " + std::to_string(B) + " x " + std::to_string(T) + " tokens is more than " +
                         std::to_string(std::numeric_limits<int>::max()) + " positions");
         if (micro_batches < 1) throw Error("a step needs at least one micro-batch");
+        using HeadSizes = AttentionHeadSizes<typename O::Attention>;
+        if (!HeadSizes::supports(config.head_size()))
+            throw Error("the attention of stage " + std::string(S::name) + " handles head sizes " + HeadSizes::list() +
+                        "; this model's is C/H = " + std::to_string(config.n_embd) + "/" +
+                        std::to_string(config.n_head) + " = " + std::to_string(config.head_size()));
         return config;
     }
 

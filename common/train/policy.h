@@ -47,6 +47,35 @@ struct Ops {
     using Parallel = typename S::Parallel;
 };
 
+// The head sizes a stage's attention handles: all of them, unless the op declares a list, as a
+// kernel written for some head sizes only does next to its code:
+//
+//     struct FlashAttention {
+//         static constexpr int kHeadSizes[] = {16, 32, 64};
+//
+// The model refuses a config whose head size is not in it before it allocates anything, and the
+// GPU tests run that op on those head sizes only (tests/gpu/stage_tests.cuh).
+template <class Attention, class = void>
+struct AttentionHeadSizes {
+    static constexpr bool kDeclared = false;
+    static bool supports(int) { return true; }
+    static std::string list() { return "any"; }
+};
+template <class Attention>
+struct AttentionHeadSizes<Attention, std::void_t<decltype(Attention::kHeadSizes)>> {
+    static constexpr bool kDeclared = true;
+    static bool supports(int head_size) {
+        for (const int h : Attention::kHeadSizes)
+            if (h == head_size) return true;
+        return false;
+    }
+    static std::string list() {
+        std::string s;
+        for (const int h : Attention::kHeadSizes) s += (s.empty() ? "" : ", ") + std::to_string(h);
+        return s;
+    }
+};
+
 // A source file's path from the repository's top (stages/..., common/...), whatever directory
 // it was compiled in (a workshop build compiles a copy of stages/) and however it was included
 // (`../00_fp32_baseline/` steps are resolved).

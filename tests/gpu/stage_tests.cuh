@@ -389,44 +389,68 @@ const AttentionCase kAttentionCases[] = {
     {1, 1, 36, 4}, {2, 7, 96, 4}, {1, 63, 96, 3}, {2, 65, 36, 4}, {3, 32, 64, 2}, {2, 33, 128, 2},
 };
 
-// The head sizes a stage's attention handles: all of them, unless the op declares a list. A
-// kernel written for some head sizes only, as stage 03's flash attention will be, says so next
-// to its code:
-//
-//     struct FlashAttention {
-//         static constexpr int kHeadSizes[] = {64};  // a head fills one tile row
-//         ...
-//
-// Such an op runs the shared cases of those head sizes, and a sweep over T at each of them
-// (attention_cases() below). Stages 00-02 declare nothing and run every shared case.
-template <class Attention, class = void>
-struct AttentionHeadSizes {
-    static constexpr bool kDeclared = false;
-    static bool supports(int) { return true; }
-};
-template <class Attention>
-struct AttentionHeadSizes<Attention, std::void_t<decltype(Attention::kHeadSizes)>> {
-    static constexpr bool kDeclared = true;
-    static bool supports(int head_size) {
-        return std::find(std::begin(Attention::kHeadSizes), std::end(Attention::kHeadSizes), head_size) !=
-               std::end(Attention::kHeadSizes);
-    }
-};
-
-// The attention cases of a stage whose attention op is `Attention`.
+// The head sizes a stage's attention handles (gpt::AttentionHeadSizes, train/policy.h): all of
+// them, unless the op declares a list, as stage 03's flash attention does. Such an op runs the
+// shared cases of those head sizes, and a sweep over T at each of them.
 template <class Attention>
 std::vector<AttentionCase> attention_cases() {
-    using HeadSizes = AttentionHeadSizes<Attention>;
+    using HeadSizes = gpt::AttentionHeadSizes<Attention>;
     std::vector<AttentionCase> cases;
     for (const AttentionCase& s : kAttentionCases)
         if (HeadSizes::supports(s.head_size())) cases.push_back(s);
     if constexpr (HeadSizes::kDeclared) {
-        // One position, odd lengths below, at and past a tile of 64, and GPT-2's context of 1024.
+        // One position, odd lengths below, at and past a tile of 64, and GPT-2's context of 1024,
+        // with batch and heads varied (B x NH: 2 x 3, 3 x 1, 1 x 2 in turn).
+        const int batch_heads[][2] = {{2, 3}, {3, 1}, {1, 2}};
+        int i = 0;
         for (const int head_size : Attention::kHeadSizes)
-            for (const int T : {1, 17, 63, 64, 65, 1000, 1024})
-                cases.push_back({T <= 65 ? 2 : 1, T, 2 * head_size, 2});
+            for (const int T : {1, 17, 63, 64, 65, 1000, 1024}) {
+                const int* bh = batch_heads[i++ % 3];
+                cases.push_back({T <= 65 ? bh[0] : 1, T, bh[1] * head_size, bh[1]});
+            }
     }
     return cases;
+}
+
+// An attention op that saves only the log-sum-exp of every row (fp32, B x NH x T) declares
+// kSavesLogSumExp; its forward is then also checked on that.
+template <class Attention, class = void>
+struct SavesLogSumExp : std::false_type {};
+template <class Attention>
+struct SavesLogSumExp<Attention, std::void_t<decltype(Attention::kSavesLogSumExp)>>
+    : std::bool_constant<Attention::kSavesLogSumExp> {};
+
+// log sum_{k <= t} exp(q_t · k_k / sqrt(HS)) for every (b, h, t), in double.
+Vec attention_log_sum_exp(const Vec& qkv, int B, int T, int C, int NH) {
+    const int HS = C / NH;
+    const double scale = 1.0 / std::sqrt(double(HS));
+    Vec lse(size_t(B) * NH * T);
+    std::vector<double> scores(T);
+    for (int b = 0; b < B; ++b)
+        for (int h = 0; h < NH; ++h)
+            for (int t = 0; t < T; ++t) {
+                const float* q = &qkv[(size_t(b) * T + t) * 3 * C + h * HS];
+                double max_score = -INFINITY;
+                for (int k = 0; k <= t; ++k) {
+                    const float* key = &qkv[(size_t(b) * T + k) * 3 * C + C + h * HS];
+                    double dot = 0.0;
+                    for (int d = 0; d < HS; ++d) dot += double(q[d]) * key[d];
+                    scores[k] = dot * scale;
+                    max_score = std::max(max_score, scores[k]);
+                }
+                double sum = 0.0;
+                for (int k = 0; k <= t; ++k) sum += std::exp(scores[k] - max_score);
+                lse[(size_t(b) * NH + h) * T + t] = static_cast<float>(max_score + std::log(sum));
+            }
+    return lse;
+}
+
+// Part 0 (q), 1 (k) or 2 (v) of a [B*T, 3C] tensor, as [B*T, C].
+Vec qkv_part(const Vec& qkv, size_t rows, int C, int part) {
+    Vec out(rows * C);
+    for (size_t r = 0; r < rows; ++r)
+        std::copy_n(qkv.begin() + r * 3 * C + part * C, C, out.begin() + r * C);
+    return out;
 }
 
 TEST_F(Kernels, AttentionForward) {
@@ -447,6 +471,14 @@ TEST_F(Kernels, AttentionForward) {
                                       scratch.data());
         sync_and_check("Attention::forward");
         EXPECT_TRUE(all_close("Attention::forward out", d_out.download(), out, kAttentionTol));
+        if constexpr (SavesLogSumExp<TestStage::Attention>::value) {
+            // The log-sum-exp is computed in fp32 from bf16 products: an absolute error of a few
+            // bf16 steps of the largest score, which is what the attention tolerance allows.
+            Vec lse(size_t(s.B) * s.NH * s.T);
+            CUDA_CHECK(cudaMemcpy(lse.data(), saved.data(), lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            EXPECT_TRUE(all_close("Attention::forward log-sum-exp (saved)", lse,
+                                  attention_log_sum_exp(qkv, s.B, s.T, s.C, s.NH), kAttentionTol));
+        }
     }
 }
 
@@ -478,7 +510,62 @@ TEST_F(Kernels, AttentionBackward) {
         TestStage::Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
                                        s.B, s.T, s.C, s.NH, scratch.data());
         sync_and_check("Attention::backward");
-        EXPECT_TRUE(all_close("Attention::backward dqkv", d_dqkv.download(), dqkv_expected, kAttentionTol));
+        const Vec dqkv = d_dqkv.download();
+        const size_t rows = size_t(s.B) * s.T;
+        const char* names[3] = {"Attention::backward dq", "Attention::backward dk", "Attention::backward dv"};
+        for (int part = 0; part < 3; ++part)
+            EXPECT_TRUE(all_close(names[part], qkv_part(dqkv, rows, s.C, part), qkv_part(dqkv_expected, rows, s.C, part),
+                                  kAttentionTol));
+    }
+}
+
+// The device memory one attention layer takes, forward and backward, at T and at 4T (GPT-2's
+// width, 2 sequences): its inputs and outputs grow 4x. An op that saves only the log-sum-exp
+// (stage 03) must grow no faster than that; one that keeps the B x NH x T x T probabilities
+// (stages 00-02) grows by far more, and the test checks that too, so that it shows the
+// difference rather than assuming it. Measured as free device memory (cudaMemGetInfo), which
+// sees every allocation, the op's own included; it reads the whole GPU, so it runs alone
+// (CTest: RUN_SERIAL).
+TEST_F(Kernels, AttentionMemoryAgainstT) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    const int B = 2, C = 768, NH = 12;
+    auto free_memory = [] {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        size_t free = 0, total = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free, &total));
+        return free;
+    };
+    auto used_at = [&](int T) {
+        const size_t before = free_memory();
+        {
+            const size_t BTC = size_t(B) * T * C;
+            DeviceArray<Act> d_qkv(rounded<Act>(random_normal(rng, 3 * BTC))), d_out(BTC),
+                d_dout(rounded<Act>(random_normal(rng, BTC))), d_dqkv(3 * BTC);
+            DeviceScratch saved(TestStage::Attention::saved_bytes(B, T, C, NH, sizeof(Act)));
+            DeviceScratch scratch(TestStage::Attention::scratch_bytes(B, T, C, NH, sizeof(Act)));
+            TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), B, T, C, NH, scratch.data());
+            TestStage::Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
+                                           B, T, C, NH, scratch.data());
+            sync_and_check("Attention forward and backward at T = " + std::to_string(T));
+            const size_t during = free_memory();
+            return before - during;
+        }
+    };
+    const int T = 1024;
+    used_at(T);  // warm-up: libraries that set themselves up on first use
+    const double mib = 1024.0 * 1024.0;
+    const size_t small = used_at(T), large = used_at(4 * T);
+    std::cout << "[          ] attention memory: " << small / mib << " MiB at T = " << T << ", " << large / mib
+              << " MiB at T = " << 4 * T << " (" << double(large) / double(small) << "x)\n";
+    ASSERT_GT(small, 0u) << "no device memory used at T = " << T;
+    if constexpr (SavesLogSumExp<TestStage::Attention>::value) {
+        // 4x, and the driver's 2 MiB pages for each of the six allocations.
+        EXPECT_LE(large, 4 * small + size_t(6 * 2 * mib))
+            << "memory grew faster than T: " << small << " bytes at T = " << T << ", " << large << " at " << 4 * T;
+    } else {
+        EXPECT_GE(large, 8 * small) << "an attention that keeps the T x T probabilities grew only " << small
+                                    << " -> " << large << " bytes from T = " << T << " to " << 4 * T;
     }
 }
 
