@@ -21,7 +21,8 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
   sanitizer  compute-sanitizer memcheck and racecheck over each stage's kernel tests (ctest -L sanitizer)
   workshop   each stageNN-workshop preset: build test_stageNN with the exercises as stubs; every
              exercise's tests must fail naming it, every other GPU test must pass
-  kernels    bench_stageNN: every op forward and backward at GPT-2 124M shapes, JSON + table
+  kernels    bench_stageNN: every op forward and backward at GPT-2 124M shapes, JSON + table;
+             then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends
   ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU
   curve      (not in `all`) write the PyTorch reference curve of GPT-2 124M on the default corpus
 
@@ -205,7 +206,14 @@ phase_kernels() {
         ((rc == 3)) && { STATUS=NO-GPU DETAIL="bench_stageNN needs a GPU"; return; }
         ((rc == 0)) && done=$((done + 1)) || bad=$((bad + 1))
     done
-    DETAIL="$done stage(s) measured, $bad failed; JSON in kernels/"
+    # Attention alone beside PyTorch's SDPA backends, at T = 1024 and 2048 (tests/bench/attention.py).
+    if (cd "$REPO" && SHOW=1 run "$LOGS/attention.log" "$PY" tests/bench/attention.py --build "$BUILD" \
+        --out "$OUT/attention" --stages "$(echo $STAGES | tr ' ' ',')"); then
+        done=$((done + 1))
+    else
+        bad=$((bad + 1)) && echo "  tests/bench/attention.py failed (logs/attention.log)"
+    fi
+    DETAIL="$done of $(($(wc -w <<< "$STAGES") + 1)) measured (stages, then attention.py), $bad failed; JSON in kernels/, attention/"
     ((bad == 0)) && STATUS=PASS || STATUS=FAIL
 }
 

@@ -58,7 +58,8 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "bounds it (copy bandwidth or bf16 GEMM throughput), measured on GPU 0 in the same run.\n"
            "See tests/bench/README.md, \"The kernel benchmark\".\n\n"
            "  --batch LIST   batch sizes, comma-separated [8,16]\n"
-           "  --seq T        sequence length, 1 to 1024 [1024]\n"
+           "  --seq T        sequence length, 1 to 16384 [1024]; past GPT-2's 1024 positions the\n"
+           "                 position table is made longer (for attention at long T)\n"
            "  --warmup N     untimed runs of each op before timing it, at least 1 [3]\n"
            "  --iters N      timed runs of each op; the median is reported [20]\n"
            "  --ops REGEX    only the rows whose \"op pass\" matches, ignoring case:\n"
@@ -124,6 +125,10 @@ struct Row {
     double ms_median = std::numeric_limits<double>::quiet_NaN();
     double ms_min = std::numeric_limits<double>::quiet_NaN();
     double ms_max = std::numeric_limits<double>::quiet_NaN();
+    // Device memory the op kept for itself (its `saved` and `scratch`) beyond its inputs and
+    // outputs, when the row was measured: stage 02's attention saves B·NH·T² probabilities,
+    // stage 03's a log-sum-exp per row.
+    size_t workspace_bytes = 0;
 
     std::string name() const { return op + " " + pass; }  // what --ops matches
     const char* bound() const { return cost.matmul_like() ? "matmul" : "bandwidth"; }
@@ -311,7 +316,10 @@ class KernelBench {
             return p;
         }
         // Memory an op keeps for itself (`saved`, `scratch`): it writes before it reads.
-        void* workspace(size_t bytes) { return allocate(bytes); }
+        void* workspace(size_t bytes) {
+            workspace_ += bytes;
+            return allocate(bytes);
+        }
 
         // Times one pass, if the filter wants it: the median of --iters runs after --warmup runs,
         // each run preceded by before_each() (untimed) and by emptying the L2 cache. Returns
@@ -375,6 +383,7 @@ class KernelBench {
         void finish(Row& row, const char* status, const std::string& reason) {
             row.status = status;
             row.reason = reason;
+            row.workspace_bytes = workspace_;
             bench_.report(row);
         }
         void finish_unmeasured(const char* status, const std::string& reason) {
@@ -386,6 +395,7 @@ class KernelBench {
         std::vector<Row> rows_;  // the rows the filter wants
         std::vector<cuda::DeviceBuffer<unsigned char>> buffers_;
         size_t held_ = 0;
+        size_t workspace_ = 0;  // of held_, what workspace() gave
     };
 
     // ---- the ops, in the order of the policy's op table ----
@@ -435,12 +445,13 @@ class KernelBench {
         c.run([&] {
             const int* tokens = c.tokens(N);
             const act_t* wte = c.acts(size_t(Vp_) * C, 0.1f);
-            const act_t* wpe = c.acts(size_t(maxT_) * C, 0.1f);
+            const int positions = std::max(maxT_, T);  // --seq may be longer than GPT-2's context
+            const act_t* wpe = c.acts(size_t(positions) * C, 0.1f);
             act_t* out = c.acts(size_t(N) * C);
             c.time("forward", [&] { O::Embedding::forward(ctx(), out, tokens, wte, wpe, B, T, C); });
             const act_t* dout = c.acts(size_t(N) * C);
             float* dwte = c.floats(size_t(Vp_) * C, 0.01f);  // added to
-            float* dwpe = c.floats(size_t(maxT_) * C, 0.01f);
+            float* dwpe = c.floats(size_t(positions) * C, 0.01f);
             c.time("backward", [&] { O::Embedding::backward(ctx(), dwte, dwpe, dout, tokens, B, T, C); });
         });
     }
@@ -798,6 +809,8 @@ class KernelBench {
             j += ", \"gb_per_s\": " + json_number(r.gb_per_s());
             j += ", \"tflops\": " + json_number(r.tflops());
             j += ", \"ceiling_fraction\": " + json_number(r.ceiling_fraction(copy_, gemm_));
+            j += ", \"workspace_bytes\": " +
+                 (r.status == "ok" ? std::to_string(r.workspace_bytes) : std::string("null"));
             j += "}";
         }
         j += rows_.empty() ? "]\n}\n" : "\n  ]\n}\n";
@@ -823,13 +836,17 @@ class KernelBench {
     std::vector<Row> rows_;   // measured, skipped or failed, in the order they ran
 };
 
+// Longest --seq: beyond the model's 1024 positions, for the attention at long T
+// (tests/bench/attention.py); the embedding then reads a longer position table.
+constexpr int kMaxBenchSeq = 16384;
+
 // The whole program: bench_stage.cu.in calls this with the stage's policy.
 template <class S>
 int kernel_bench_main(int argc, char** argv, const char* program) {
     try {
         const GPTConfig config = config_by_name("d12");  // GPT-2 124M
         bool help = false;
-        const KernelBenchOptions options = parse_kernel_bench_options(argc, argv, config.max_seq_len, help);
+        const KernelBenchOptions options = parse_kernel_bench_options(argc, argv, kMaxBenchSeq, help);
         if (help) {
             std::printf("%s", kernel_bench_usage(program, S::name).c_str());
             return kExitOk;

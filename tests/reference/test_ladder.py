@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Self-test of the benchmark ladder's plumbing (tests/bench/ladder.py), on the CPU.
+"""Self-test of the benchmark ladder's plumbing (tests/bench/ladder.py, largest_batch.py), on the CPU.
 
     python3 tests/reference/test_ladder.py          (CTest: ladder_selftest, label cpu)
 
@@ -13,6 +13,8 @@ them can be checked anywhere, with no GPU and no torch:
   - a --timeout, a spent --budget and Ctrl-C stop an entry's whole process group (SIGINT,
     then SIGKILL), the entries left are reported "not run", and the results are written;
   - --dry-run needs nothing but the build tree's file names.
+  - largest_batch.py takes the batch the trainer's refusal names, steps down after an
+    out-of-memory failure, and runs the ladder at the batch that fits.
 
 The real CPU trainer and gpt_init come from the environment (GPT_CPU_TRAINER, GPT_INIT_TOOL;
 CTest sets both); without them those two tests are skipped. Everything else uses small
@@ -31,6 +33,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LADDER = os.path.join(os.path.dirname(HERE), "bench", "ladder.py")
+LARGEST = os.path.join(os.path.dirname(HERE), "bench", "largest_batch.py")
 TRAINER = os.environ.get("GPT_CPU_TRAINER")
 GPT_INIT = os.environ.get("GPT_INIT_TOOL")
 
@@ -102,7 +105,9 @@ def gone(pid, wait=5.0):
         time.sleep(0.1)
 
 
-class LadderTest(unittest.TestCase):
+class Sandbox(unittest.TestCase):
+    """A build tree, data and a checkpoint header in a temporary directory, for stand-ins."""
+
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory()
         self.dir = self._tmp.name
@@ -147,6 +152,8 @@ class LadderTest(unittest.TestCase):
         with open(os.path.join(self.out, "logs", "child.pid")) as f:
             return int(f.read())
 
+
+class LadderTest(Sandbox):
     # -- the start event ------------------------------------------------------------------
 
     @unittest.skipUnless(TRAINER and GPT_INIT, "GPT_CPU_TRAINER and GPT_INIT_TOOL are not set")
@@ -272,6 +279,73 @@ class LadderTest(unittest.TestCase):
         self.assertIn("gpt2_reference.py", proc.stdout)
         self.assertIn("not run (budget)", proc.stdout)
         self.assertFalse(os.path.exists(os.path.join(self.out, "results.json")))
+
+
+# A stand-in for a trainer whose memory fits 36 sequences while its estimate says 40: the
+# refusal of a batch above 40, an out-of-memory failure from 37 to 40, a run at 36 and below.
+SIZED_TRAINER = '''\
+import json, sys
+B = int(sys.argv[sys.argv.index("--batch") + 1])
+if B > 40:
+    print(f"error: --batch {B} --seq 32 of fake needs about 9.9 GiB of device memory (...), but 1.0 GiB "
+          "is available; the largest --batch that fits is 40")
+    sys.exit(1)
+if B > 36:
+    print("error: CUDA error: out of memory (cudaMalloc of the attention's workspace)")
+    sys.exit(1)
+if "--log" in sys.argv:
+    with open(sys.argv[sys.argv.index("--log") + 1], "w") as f:
+        f.write(json.dumps({"type": "start", "stage": "fake", "device": "Fake GPU", "params": 1000,
+                            "flops_per_token": 6000.0, "peak_flops": 1e9, "peak_match": "Fake"}) + "\\n")
+        for step in range(3):
+            f.write(json.dumps({"type": "step", "step": step, "loss": 10.0 - step, "ms": 10.0}) + "\\n")
+        f.write(json.dumps({"type": "summary", "peak_memory_bytes": 1234}) + "\\n")
+'''
+
+
+class LargestBatchTest(Sandbox):
+    """tests/bench/largest_batch.py: the trainer's refusal, the out-of-memory retries, the ladder run."""
+
+    def largest(self, *extra, expect=0):
+        proc = subprocess.run([sys.executable, LARGEST, "--build", self.build, "--data", self.data, "--out",
+                               self.out, "--seq", "32", "--steps", "3", "--skip", "1", *map(str, extra)],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, expect, proc.stdout + proc.stderr)
+        if expect == 0:
+            with open(os.path.join(self.out, "results.json")) as f:
+                return proc, json.load(f)["rows"]
+        return proc, None
+
+    def test_estimate_then_smaller_after_out_of_memory(self):
+        write_script(os.path.join(self.build, "stages", "train_03_sized"), SIZED_TRAINER)
+        proc, rows = self.largest("--stages", "03", "--checkpoint", self.ckpt)
+        self.assertIn("the estimate fits --batch 40", proc.stdout)
+        self.assertIn("--batch 40 is out of memory; trying 38", proc.stdout)
+        self.assertIn("--batch 38 is out of memory; trying 36", proc.stdout)
+        (row,) = rows
+        self.assertEqual((row["stage"], row["batch"], row["entry"]["status"]), ("03", 36, "ok"))
+        self.assertAlmostEqual(row["entry"]["tokens_per_s"], 36 * 32 / 0.010)
+        with open(os.path.join(self.out, "results.md")) as f:
+            self.assertIn("| 03 | 03_sized | 36 |", f.read())
+
+    def test_too_few_tries(self):
+        write_script(os.path.join(self.build, "stages", "train_03_sized"), SIZED_TRAINER)
+        proc, _ = self.largest("--stages", "03", "--checkpoint", self.ckpt, "--tries", 2, expect=1)
+        self.assertIn("no batch fitted in 2 tries", proc.stdout)
+
+    def test_unbuilt_stage(self):
+        proc, _ = self.largest("--stages", "02", expect=2)
+        self.assertIn("stage(s) 02 not built", proc.stderr)
+
+    @unittest.skipUnless(TRAINER and GPT_INIT, "GPT_CPU_TRAINER and GPT_INIT_TOOL are not set")
+    def test_with_the_cpu_trainer(self):
+        os.symlink(TRAINER, os.path.join(self.build, "stages", "train_00_cpu_reference"))
+        os.symlink(GPT_INIT, os.path.join(self.build, "common", "gpt_init"))
+        # The CPU trainer's refusal speaks of host memory; --max-batch keeps the run small.
+        _, rows = self.largest("--stages", "00", "--model", "micro", "--max-batch", 3)
+        (row,) = rows
+        self.assertEqual((row["batch"], row["entry"]["status"]), (3, "ok"))
+        self.assertEqual(len(row["entry"]["losses"]), 3)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""The attention benchmark: causal self-attention alone, forward and backward, at GPT-2's head
+size of 64, for each built C++ stage (its bench_stageNN, --ops Attention) and for PyTorch's
+scaled_dot_product_attention with each backend this PyTorch offers (flash, cuDNN, memory-
+efficient), on the same GPU in the same run.
+
+    python3 tests/bench/attention.py --build build/all
+    python3 tests/bench/attention.py --build build/all --seq 1024,2048 --tokens 16384
+    python3 tests/bench/attention.py --build build/all --dry-run
+
+FLOPs are counted as FlashAttention's benchmarks count them, so that figures compare with
+published ones: the forward pass is 4·B·NH·T²·HS / 2 for causal attention (the masked half is
+not work), the backward 2.5 times that (five products against two). The kernel benchmark itself
+(bench_stageNN) counts the whole T x T square (tests/bench/op_cost.h); this script recounts
+from its times. Batch: --tokens / T sequences (B·NH blocks of rows fill the GPU many times over).
+
+Memory: what the attention keeps for itself beyond its inputs, its output and the gradients (for
+the C++ stages the `saved` and `scratch` buffers their bench_stageNN reports; for PyTorch the
+peak allocated less those). At a fixed --tokens, stage 02's saved probabilities, B·NH·T² values,
+grow in proportion to T; a flash attention's log-sum-exp, B·NH·T values, does not grow at all.
+
+Outputs, in --out (default BUILD/attention): results.json, results.md (the table as printed),
+and the bench_stageNN logs. Python 3 standard library plus torch (for the PyTorch rows; without
+CUDA PyTorch they are reported as not run).
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HS, NH = 64, 12  # GPT-2: heads of 64, 12 of them at 124M
+
+
+def flops(B, T, passname):
+    forward = 4.0 * B * NH * T * T * HS / 2.0
+    return forward if passname == "forward" else 2.5 * forward
+
+
+def find_benches(build):
+    found = {}
+    for path in sorted(glob.glob(os.path.join(build, "stages", "bench_stage[0-9][0-9]"))):
+        if os.access(path, os.X_OK):
+            found[os.path.basename(path)[-2:]] = path
+    return found
+
+
+def run_cpp(stage, bench, B, T, out, timeout, dry_run):
+    """{'forward': ms, 'backward': ms} of one stage's attention, or {'error': line}."""
+    json_path = os.path.join(out, f"stage{stage}_T{T}.json")
+    cmd = [bench, "--ops", "^Attention", "--batch", str(B), "--seq", str(T), "--json", json_path]
+    if dry_run:
+        print(" ".join(cmd))
+        return {}
+    log_path = os.path.join(out, f"stage{stage}_T{T}.log")
+    try:
+        with open(log_path, "w") as log:
+            rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout} s"}
+    try:
+        with open(json_path) as f:
+            result = json.load(f)
+    except (OSError, ValueError):
+        with open(log_path, errors="replace") as log:
+            last = ([line.strip() for line in log if line.strip()] or [""])[-1]
+        return {"error": f"exit status {rc}: {last[:160]} (see {log_path})"}
+    if result.get("error"):
+        return {"error": result["error"]}
+    times = {}
+    for row in result.get("rows", []):
+        if row.get("op") == "Attention" and row.get("status") == "ok":
+            times[row["pass"]] = row["ms_median"]
+            # What the op kept beyond its inputs and outputs: saved for the backward, and scratch.
+            times["memory_mib"] = max(times.get("memory_mib", 0), row.get("workspace_bytes") or 0) / 2**20
+        elif row.get("op") == "Attention":
+            times.setdefault("error", f"{row['pass']}: {row.get('status')} ({row.get('reason')})")
+    times["device"] = result.get("device_name")
+    return times
+
+
+def torch_backends():
+    """[(label, SDPBackend)] this PyTorch offers, or an error line."""
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend
+    except ImportError as e:
+        return None, f"no PyTorch with torch.nn.attention ({e})"
+    if not torch.cuda.is_available():
+        return None, "PyTorch sees no CUDA device"
+    backends = [("SDPA flash", "FLASH_ATTENTION"), ("SDPA cuDNN", "CUDNN_ATTENTION"),
+                ("SDPA memory-efficient", "EFFICIENT_ATTENTION")]
+    return [(label, getattr(SDPBackend, name)) for label, name in backends if hasattr(SDPBackend, name)], None
+
+
+def run_torch(backend, B, T, warmup, iters):
+    """{'forward': ms, 'backward': ms, 'memory_mib': MiB} (medians of CUDA-event times), or {'error': line}."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+
+    torch.manual_seed(1337)
+    shape = (B, NH, T, HS)
+    try:
+        q, k, v = (torch.randn(shape, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        dout = torch.randn(shape, device="cuda", dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fwd, bwd = [], []
+        with sdpa_kernel([backend]):
+            for i in range(warmup + iters):
+                start, mid, end = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+                start.record()
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+                mid.record()
+                y.backward(dout)
+                end.record()
+                torch.cuda.synchronize()
+                if i >= warmup:
+                    fwd.append(start.elapsed_time(mid))
+                    bwd.append(mid.elapsed_time(end))
+                q.grad = k.grad = v.grad = None
+                del y
+        # Beyond the inputs (allocated before `base`), the output and the three gradients, as for
+        # the C++ rows: what SDPA saved for the backward and its workspace.
+        extra = torch.cuda.max_memory_allocated() - base - 4 * q.numel() * q.element_size()
+        return {"forward": statistics.median(fwd), "backward": statistics.median(bwd), "memory_mib": extra / 2**20,
+                "device": torch.cuda.get_device_name()}
+    except RuntimeError as e:  # a backend this GPU or build cannot run
+        return {"error": str(e).splitlines()[0][:160]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", required=True, help="a build tree with bench_stageNN (build/all, build/stage03)")
+    p.add_argument("--seq", default="1024,2048", help="sequence lengths, comma-separated [1024,2048]")
+    p.add_argument("--tokens", type=int, default=16384, help="tokens per batch: B = tokens / T [16384]")
+    p.add_argument("--stages", default="all", help="C++ stages to run: all, none or 02,03,... [all]")
+    p.add_argument("--warmup", type=int, default=3, help="PyTorch runs not timed [3]")
+    p.add_argument("--iters", type=int, default=20, help="PyTorch runs timed [20]")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per bench_stageNN run [300]")
+    p.add_argument("--out", help="output directory [BUILD/attention]")
+    p.add_argument("--no-torch", action="store_true", help="C++ stages only")
+    p.add_argument("--dry-run", action="store_true", help="print the C++ commands, run nothing")
+    args = p.parse_args()
+
+    try:
+        seqs = [int(s) for s in args.seq.split(",")]
+    except ValueError:
+        p.error(f"--seq {args.seq!r}: not a list of whole numbers")
+    if any(T <= 0 or args.tokens % T for T in seqs) or args.tokens <= 0:
+        p.error(f"--tokens {args.tokens} must be a positive multiple of every --seq")
+    benches = find_benches(args.build)
+    if args.stages == "none":
+        benches = {}
+    elif args.stages != "all":
+        wanted = args.stages.split(",")
+        missing = [s for s in wanted if s not in benches]
+        if missing:
+            p.error(f"not built in {args.build}: bench_stage{', bench_stage'.join(missing)}")
+        benches = {s: benches[s] for s in wanted}
+    out = args.out or os.path.join(args.build, "attention")
+    os.makedirs(out, exist_ok=True)
+
+    backends, torch_error = ([], "--no-torch") if args.no_torch or args.dry_run else torch_backends()
+    rows = []
+    for T in seqs:
+        B = args.tokens // T
+        for stage, bench in benches.items():
+            print(f"stage {stage} T={T} B={B} ...", file=sys.stderr, flush=True)
+            r = run_cpp(stage, bench, B, T, out, args.timeout, args.dry_run)
+            rows.append({"entry": f"C++ stage {stage}", "T": T, "B": B, **r})
+        for label, backend in backends or []:
+            print(f"{label} T={T} B={B} ...", file=sys.stderr, flush=True)
+            rows.append({"entry": f"PyTorch {label}", "T": T, "B": B, **run_torch(backend, B, T, args.warmup, args.iters)})
+        if backends is None:
+            rows.append({"entry": "PyTorch SDPA", "T": T, "B": B, "error": torch_error})
+    if args.dry_run:
+        return 0
+
+    device = next((r["device"] for r in rows if r.get("device")), "unknown GPU")
+    lines = [f"Causal attention, head size {HS}, {NH} heads, {args.tokens} tokens per batch, on {device}",
+             "TFLOP/s counted as FlashAttention does: forward 4·B·NH·T²·HS/2, backward 2.5x that",
+             "memory: what the attention keeps beyond its inputs, output and gradients (saved for the backward, "
+             "scratch)", "",
+             "| entry | T | B | forward ms | forward TFLOP/s | backward ms | backward TFLOP/s | fwd+bwd TFLOP/s | "
+             "memory MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        if "forward" not in r or "backward" not in r:
+            lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | not run: {r.get('error', 'no result')} | | | | | |")
+            continue
+        f, b = flops(r["B"], r["T"], "forward"), flops(r["B"], r["T"], "backward")
+        r["forward_tflops"] = f / (r["forward"] * 1e-3) / 1e12
+        r["backward_tflops"] = b / (r["backward"] * 1e-3) / 1e12
+        r["total_tflops"] = (f + b) / ((r["forward"] + r["backward"]) * 1e-3) / 1e12
+        mem = f"{r['memory_mib']:.1f}" if "memory_mib" in r else ""
+        lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | {r['forward']:.3f} | {r['forward_tflops']:.1f} | "
+                     f"{r['backward']:.3f} | {r['backward_tflops']:.1f} | {r['total_tflops']:.1f} | {mem} |")
+    # The goal of stage 03: at least SDPA flash's speed, forward plus backward.
+    lines.append("")
+    for T in seqs:
+        ours = next((r for r in rows if r["entry"] == "C++ stage 03" and r["T"] == T and "total_tflops" in r), None)
+        for label in ("PyTorch SDPA flash", "PyTorch SDPA cuDNN"):
+            theirs = next((r for r in rows if r["entry"] == label and r["T"] == T and "total_tflops" in r), None)
+            if ours and theirs:
+                lines.append(f"T={T}: stage 03 / {label[8:]} = {ours['total_tflops'] / theirs['total_tflops']:.2f}x "
+                             "(forward + backward)")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"device": device, "head_size": HS, "heads": NH, "tokens": args.tokens, "rows": rows}, f, indent=1)
+    print(f"results in {out}/results.md and results.json", file=sys.stderr)
+    return 1 if any("error" in r for r in rows if r["entry"].startswith("C++")) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
