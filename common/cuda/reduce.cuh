@@ -8,13 +8,19 @@
 
 namespace gpt::cuda {
 
+// Over the whole warp, or over each group of `lanes` neighbouring lanes (a power of two): the
+// four lanes of an mma accumulator's row reduce with warp_max<4>. Every lane gets its group's result.
+template <int lanes = 32>
 __device__ inline float warp_sum(float v) {
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    static_assert(lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0, "lanes: a power of two up to 32");
+    for (int offset = lanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
 }
 
+template <int lanes = 32>
 __device__ inline float warp_max(float v) {
-    for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    static_assert(lanes >= 1 && lanes <= 32 && (lanes & (lanes - 1)) == 0, "lanes: a power of two up to 32");
+    for (int offset = lanes / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
 }
 

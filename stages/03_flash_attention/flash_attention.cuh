@@ -34,6 +34,7 @@
 
 #include "cuda/backend.cuh"
 #include "cuda/exercise.cuh"
+#include "cuda/reduce.cuh"
 #include "util/error.h"
 
 namespace gpt::stage03 {
@@ -158,15 +159,8 @@ __device__ inline void mma_accumulators_by_tile(float (&out)[HS / 8][4], const f
     }
 }
 
-// The four threads of a quad (same g) hold one row of an accumulator between them.
-__device__ inline float quad_max(float v) {
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-    return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ inline float quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
+// The four threads of a quad (same g) hold one row of an accumulator between them: a row's
+// maximum or sum is cuda::warp_max<4> or cuda::warp_sum<4> (common/cuda/reduce.cuh).
 
 // ---- moving tiles ---------------------------------------------------------------------------------
 
@@ -231,7 +225,7 @@ __device__ inline void online_softmax_update(float (&s)[kTileCols][4], float (&o
     for (int half = 0; half < 2; ++half) {  // elements 0, 1 are row g; 2, 3 row g + 8
         float tile_max = -INFINITY;
         for (int n = 0; n < kTileCols; ++n) tile_max = fmaxf(tile_max, fmaxf(s[n][2 * half], s[n][2 * half + 1]));
-        const float new_max = fmaxf(row_max[half], quad_max(tile_max));
+        const float new_max = fmaxf(row_max[half], cuda::warp_max<4>(tile_max));
         // A row with nothing unmasked yet keeps max -inf: subtract 0 instead, so that no -inf - -inf.
         const float base = new_max == -INFINITY ? 0.0f : new_max;
         const float rescale = exp2f(row_max[half] - base);  // 0 on the first tile
@@ -331,7 +325,7 @@ __global__ void __launch_bounds__(kThreads)
 
     float inv_sum[2];
     for (int half = 0; half < 2; ++half) {
-        const float sum = quad_sum(row_sum[half]);
+        const float sum = cuda::warp_sum<4>(row_sum[half]);
         inv_sum[half] = 1.0f / sum;
         const int query = query0 + my_row(half);
         if (threadIdx.x % 4 == 0 && query < T) lse[head.stats_offset + query] = (row_max[half] + log2f(sum)) * kLn2;
