@@ -193,14 +193,15 @@ struct CpuReference : CpuBackend {
                             int V, int Vp, void*) {
             cpu::softmax_crossentropy_forward(losses, static_cast<float*>(saved), logits, targets, N, V, Vp);
         }
-        static void backward(Context&, float* dlogits, const void* saved, const int* targets, float dloss, int N,
-                             int V, int Vp, void*) {
+        static void backward(Context&, float* dlogits, const void* saved, const float* /*logits*/,
+                             const int* targets, float dloss, int N, int V, int Vp, void*) {
             cpu::softmax_crossentropy_backward(dlogits, static_cast<const float*>(saved), targets, dloss, N, V, Vp);
         }
     };
 
     // The reference has no fused kernels: the graph composes the ops above (train/compose.h).
     using MatmulBiasGelu = Unfused;
+    using MatmulBackwardGelu = Unfused;
     using ResidualLayerNorm = Unfused;
     using ClassifierWithGrad = Unfused;
 

@@ -9,6 +9,19 @@
 
 namespace gpt::cuda {
 
+// How many blocks of `kernel` the whole GPU holds at once (one wave): the grid of a grid-stride
+// kernel that should start every block right away, and no more. Queues nothing, so it may be
+// called while a CUDA Graph is being recorded.
+template <class Kernel>
+unsigned one_wave(Kernel kernel, int threads, size_t shared_bytes) {
+    int device = 0, sms = 0, blocks_per_sm = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, shared_bytes) != cudaSuccess)
+        throw Error(std::string("cannot query the GPU's occupancy: ") + cudaGetErrorString(cudaGetLastError()));
+    return static_cast<unsigned>(sms * blocks_per_sm > 1 ? sms * blocks_per_sm : 1);
+}
+
 inline int device_count() {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -12,6 +12,13 @@
 // once on stderr and runs on padded copies: the operands are copied into scratch memory with rows
 // 16 bytes and matrices 256 bytes apart, multiplied there, and the result is copied back.
 // Slower, but every shape works.
+//
+// Epilogues (stage 04): cuBLASLt can finish a product in the same kernel, before the result
+// leaves the chip: add a bias, apply GELU (keeping its input for backward), apply GELU's
+// derivative, or sum a bias gradient while it reads the operand. gemm() takes one as an
+// Epilogue. Where cuBLASLt has no algorithm for the epilogue at that shape and alignment, gemm()
+// queues nothing and returns false, and the caller does the same work with its own kernels: an
+// epilogue never runs on padded copies.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -42,6 +49,21 @@ namespace gpt::cuda {
 // declares a precision gets its arithmetic without re-declaring any op.
 template <Precision P>
 struct MatmulMath;
+
+// What cuBLASLt does to a product before writing it, in row-major terms (C[M x N] = op(A)·op(B)):
+//   kBias         C[m, n] += bias[n]                                 (bias: N elements of C's type)
+//   kGeluAuxBias  aux[m, n] = C[m, n] + bias[n];  C[m, n] = gelu(aux[m, n])   (aux like C, row stride aux_ld)
+//   kDGelu        C[m, n] *= gelu'(aux[m, n])                        (aux: the GELU's input, read)
+//   kBGradB       bias_grad[m] = Σ_k op(A)[m, k], written (not added), in C's type: with op(A) = doutᵀ,
+//                 the bias gradient of a linear layer, summed while the weight gradient reads dout
+struct Epilogue {
+    enum Kind { kNone = 0, kBias, kGeluAuxBias, kDGelu, kBGradB };
+    Kind kind = kNone;
+    const void* bias = nullptr;  // kBias, kGeluAuxBias
+    void* bias_grad = nullptr;   // kBGradB
+    void* aux = nullptr;         // kGeluAuxBias (written), kDGelu (read)
+    long long aux_ld = 0;        // elements between rows of aux
+};
 
 namespace detail {
 
@@ -104,10 +126,18 @@ class GemmContext {
     // The first call of a shape chooses its algorithm (and allocates its padded copies' scratch
     // if it needs them), so it must not be the first call inside a recorded CUDA Graph: the
     // trainer's warm-up step makes every call once before the step is recorded.
+    // Returns false only for an epilogue cuBLASLt has no algorithm for: then nothing was queued.
     template <class T, class TC>
-    void gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N, int K,
+    bool gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N, int K,
               float alpha, const T* A, int lda, const T* B, int ldb, float beta, TC* C, int ldc, int batch = 1,
-              long long stride_a = 0, long long stride_b = 0, long long stride_c = 0);
+              long long stride_a = 0, long long stride_b = 0, long long stride_c = 0, const Epilogue& epilogue = {});
+
+    // `bytes` of device memory for an op's own use between two gemm() calls (a bias gradient
+    // that is then added to the running one), shared with the padded copies' scratch: like it,
+    // allocated by the first call (the warm-up step), never inside a recorded CUDA Graph.
+    void* scratch_for(size_t bytes, cudaStream_t stream, const std::string& what) {
+        return scratch(bytes, stream, what);
+    }
 
     // For tests: shapes first seen from now on run on padded copies, as if cuBLASLt had no
     // algorithm for them.
@@ -122,13 +152,14 @@ class GemmContext {
     struct Algorithm {
         uint64_t numerical_impl = 0;  // cublasLtNumericalImplFlags_t (tensor cores? TF32 inputs?), 0: unknown
         bool padded = false;          // on padded copies
+        bool unsupported = false;     // an epilogue cuBLASLt has no algorithm for: nothing runs
     };
     const Algorithm& last_algorithm() const { return last_; }
 
   private:
     // Everything the algorithm choice depends on.
     using Key = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int, int, long long, long long,
-                           long long, int, int, int, bool>;
+                           long long, int, int, int, bool, int, long long, int>;
     // Where a padded copy lives in the scratch, and its layout there.
     struct Copy {
         size_t offset = 0;
@@ -158,6 +189,7 @@ class GemmContext {
         cudaDataType_t type, type_c;
         bool trans_a, trans_b;
         int M, N, K, batch;
+        Epilogue epilogue;
     };
     struct Operand {
         long long ld, stride;
@@ -174,6 +206,16 @@ class GemmContext {
         CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, pr.compute, CUDA_R_32F));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+        if (pr.epilogue.kind != Epilogue::kNone) {
+            const cublasLtEpilogue_t kind = lt_epilogue(pr.epilogue.kind);
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)));
+            if (pr.epilogue.aux) {
+                const int64_t ld = pr.epilogue.aux_ld;
+                CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof(ld)));
+            }
+            // The heuristic reads the pointers' alignment from these.
+            set_epilogue_pointers(p, pr.epilogue);
+        }
         // Stored shapes (column-major rows x cols) of the two operands and of the result.
         const int M = pr.M, N = pr.N, K = pr.K;
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, pr.type, pr.trans_b ? K : N, pr.trans_b ? N : K, b.ld));
@@ -239,6 +281,26 @@ class GemmContext {
         return scratch_.back().data();
     }
 
+    // The same kinds, swapped into cuBLASLt's column-major view (see choose()): our bias over C's
+    // columns is its bias over D's rows, and our op(A) is its B.
+    static cublasLtEpilogue_t lt_epilogue(Epilogue::Kind kind) {
+        switch (kind) {
+            case Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
+            case Epilogue::kGeluAuxBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+            case Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
+            case Epilogue::kBGradB: return CUBLASLT_EPILOGUE_BGRADB;
+            default: return CUBLASLT_EPILOGUE_DEFAULT;
+        }
+    }
+    static void set_epilogue_pointers(Plan& p, const Epilogue& e) {
+        const void* bias = e.kind == Epilogue::kBGradB ? e.bias_grad : e.bias;
+        if (bias)
+            CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        if (e.aux)
+            CUBLAS_CHECK(
+                cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
+    }
+
     static std::string type_name(cudaDataType_t type, cublasComputeType_t compute) {
         if (type == CUDA_R_16BF) return "bf16";
         return compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "tf32" : "fp32";
@@ -254,13 +316,15 @@ class GemmContext {
 };
 
 template <class T, class TC>
-void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N,
+bool GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool trans_a, bool trans_b, int M, int N,
                        int K, float alpha, const T* A, int lda, const T* B, int ldb, float beta, TC* C, int ldc,
-                       int batch, long long stride_a, long long stride_b, long long stride_c) {
+                       int batch, long long stride_a, long long stride_b, long long stride_c,
+                       const Epilogue& epilogue) {
     // Row-major stored shapes (rows x cols, rows ld elements apart) of A, B and C.
     const int rows_a = trans_a ? K : M, cols_a = trans_a ? M : K;
     const int rows_b = trans_b ? N : K, cols_b = trans_b ? K : N;
-    const Problem pr{compute, cuda_type<T>(), cuda_type<TC>(), trans_a, trans_b, M, N, K, batch};
+    const Problem pr{compute, cuda_type<T>(), cuda_type<TC>(), trans_a, trans_b, M, N, K, batch, epilogue};
+    const bool with_epilogue = epilogue.kind != Epilogue::kNone;
     const std::string type = type_name(pr.type, compute);
     auto shape = [&] {
         return std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) +
@@ -274,15 +338,28 @@ void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
     const int align_a = detail::alignment(A, lda, stride_a, sizeof(T));
     const int align_b = detail::alignment(B, ldb, stride_b, sizeof(T));
     const int align_c = detail::alignment(C, ldc, stride_c, sizeof(TC));
+    // The epilogue's vectors and matrix: their alignment decides the algorithm too.
+    const int align_epilogue =
+        std::min({detail::alignment(epilogue.bias, 0, 0, 1), detail::alignment(epilogue.bias_grad, 0, 0, 1),
+                  detail::alignment(epilogue.aux, epilogue.aux_ld, 0, sizeof(TC))});
     const Key key{int(compute), int(pr.type), int(pr.type_c), trans_a, trans_b, M, N, K, lda, ldb, ldc, batch,
-                  stride_a, stride_b, stride_c, align_a, align_b, align_c, force_padded_};
+                  stride_a, stride_b, stride_c, align_a, align_b, align_c, force_padded_, int(epilogue.kind),
+                  epilogue.aux_ld, align_epilogue};
     auto it = plans_.find(key);
     if (it == plans_.end()) {
         Plan p;
         cublasStatus_t status = CUBLAS_STATUS_NOT_SUPPORTED;
-        if (!force_padded_)
+        // cuBLASLt wants an aux matrix's rows a multiple of 8 elements apart; for batched products
+        // the epilogue's vectors would need strides too, which no caller needs.
+        const bool epilogue_possible =
+            !with_epilogue || (batch == 1 && (!epilogue.aux || epilogue.aux_ld % 8 == 0));
+        if (!force_padded_ && epilogue_possible)
             status = choose(p, pr, {lda, stride_a, align_a}, {ldb, stride_b, align_b}, {ldc, stride_c, align_c});
-        if (status != CUBLAS_STATUS_SUCCESS) {
+        if (status != CUBLAS_STATUS_SUCCESS && with_epilogue) {
+            // The caller runs the epilogue's work itself (see the top of this file).
+            p.release();
+            p.info.unsupported = true;
+        } else if (status != CUBLAS_STATUS_SUCCESS) {
             p.release();
             const std::string note = "cuBLASLt has no " + type + " algorithm for a " + shape() +
                                      " matmul with leading dimensions " + std::to_string(lda) + ", " +
@@ -319,12 +396,14 @@ void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
         }
         it = plans_.emplace(key, p).first;
     }
-    const Plan& p = it->second;
+    Plan& p = it->second;
     last_ = p.info;
+    if (p.info.unsupported) return false;
     if (!p.info.padded) {
+        if (with_epilogue) set_epilogue_pointers(p, epilogue);  // this call's vectors (same alignment)
         CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                     workspace_.data(), kWorkspaceBytes, stream));
-        return;
+        return true;
     }
     // Padded copies: in, multiply, out. C is read only when beta is not 0.
     T* a = reinterpret_cast<T*>(p.scratch + p.copy_a.offset);
@@ -337,6 +416,7 @@ void GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
     CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                 workspace_.data(), kWorkspaceBytes, stream));
     detail::copy_matrices(stream, C, ldc, stride_c, c, p.copy_c.ld, p.copy_c.stride, M, N, p.copy_c.count);
+    return true;
 }
 
 }  // namespace gpt::cuda

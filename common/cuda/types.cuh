@@ -23,6 +23,23 @@ __host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloa
 template <>
 inline const char* act_type_name<bf16>() { return "bf16"; }
 
+// kVec elements that move as one access: 16 bytes (ld.global.v4) when kVec · sizeof(T) == 16.
+// Row-wise kernels (stage 04's LayerNorm and classifier) read and write their rows in these.
+template <class T, int kVec>
+struct alignas(sizeof(T) * kVec) Pack {
+    T v[kVec];
+};
+
+// Pack i of a row; the row must start on a multiple of sizeof(P) bytes (the caller checks).
+template <class P, class T>
+__device__ inline P load_pack(const T* row, int i) {
+    return reinterpret_cast<const P*>(row)[i];
+}
+template <class P, class T>
+__device__ inline void store_pack(T* row, int i, const P& p) {
+    reinterpret_cast<P*>(row)[i] = p;
+}
+
 // The cuBLAS name of each type.
 template <class T>
 constexpr cudaDataType_t cuda_type();

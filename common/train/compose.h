@@ -1,9 +1,12 @@
 // The fusion slots of the model graph, filled with the single ops run one after another.
 //
-// The graph (common/train/gpt.h) calls three groups of ops through one name each, so that a
+// The graph (common/train/gpt.h) calls four groups of ops through one name each, so that a
 // stage can replace the group with one fused kernel (stage 04) by overriding that name alone:
 //
 //   MatmulBiasGelu      y = gelu(x · Wᵀ + b)                      the MLP's first layer
+//   MatmulBackwardGelu  dpre = gelu'(pre) ⊙ (dout · W)             the MLP's second layer's
+//                                                                 backward, carried on through
+//                                                                 the GELU before that layer
 //   ResidualLayerNorm   r = a + b;  y = layernorm(r)               every residual add, with the
 //                                                                 LayerNorm that follows it
 //   ClassifierWithGrad  loss = cross_entropy(softmax(logits)),     the loss and the gradient of
@@ -18,6 +21,8 @@
 namespace gpt::compose {
 
 // y = gelu(inp · weightᵀ + bias); `pre` keeps inp · weightᵀ + bias for the backward pass.
+// (Its backward is a plain Matmul backward from the gradient of `pre`, which MatmulBackwardGelu
+// below has already carried through the GELU.)
 template <class Matmul, class Gelu>
 struct MatmulThenGelu {
     static constexpr const char* composed_of = "Matmul, then Gelu";
@@ -28,13 +33,21 @@ struct MatmulThenGelu {
         Matmul::forward(ctx, pre, inp, weight, bias, N, C, OC);
         Gelu::forward(ctx, out, pre, size_t(N) * OC);
     }
-    // dout (the gradient of y) is overwritten: it becomes the gradient of `pre`, in place.
-    // dinp = d(pre) · weight; dweight and dbias are added to.
+};
+
+// The backward of a linear layer whose input is gelu(pre), on through the GELU: dpre is the
+// gradient of `pre` (not of the layer's input, gelu(pre)); dweight and dbias are added to.
+// Fused, the GELU's derivative is applied as the dinp matmul writes its result (stage 04), and
+// the gradient of gelu(pre) never reaches memory.
+template <class Matmul, class Gelu>
+struct MatmulBackwardThenGelu {
+    static constexpr const char* composed_of = "Matmul backward, then Gelu backward";
+
     template <class Ctx, class Act>
-    static void backward(Ctx& ctx, Act* dinp, float* dweight, float* dbias, Act* dout, const Act* inp,
+    static void backward(Ctx& ctx, Act* dpre, float* dweight, float* dbias, const Act* dout, const Act* inp,
                          const Act* pre, const Act* weight, int N, int C, int OC) {
-        Gelu::backward(ctx, dout, pre, dout, size_t(N) * OC);
-        Matmul::backward(ctx, dinp, dweight, dbias, dout, inp, weight, N, C, OC);
+        Matmul::backward(ctx, dpre, dweight, dbias, dout, inp, weight, N, C, OC);  // dpre: d(gelu(pre)) for now
+        Gelu::backward(ctx, dpre, pre, dpre, size_t(N) * C);
     }
 };
 
@@ -75,7 +88,7 @@ struct ClassifierThenGrad {
     static void forward_backward(Ctx& ctx, float* losses, Act* dlogits, const Act* logits, const int* targets,
                                  float dloss, int N, int V, int Vp, void* saved, void* scratch) {
         Classifier::forward(ctx, losses, saved, logits, targets, N, V, Vp, scratch);
-        Classifier::backward(ctx, dlogits, saved, targets, dloss, N, V, Vp, scratch);
+        Classifier::backward(ctx, dlogits, saved, logits, targets, dloss, N, V, Vp, scratch);
     }
 };
 

@@ -7,8 +7,8 @@
 //   S::kContextBytes              the device memory a Context holds
 //   S::copy_in/out(_async), fill_zero, sum_into, synchronize, Range (a profiler range)
 //   the ops, as Ops<S> resolves them (train/policy.h): Embedding, LayerNorm, Matmul, Attention,
-//   Gelu, Residual, Classifier; the fusion slots MatmulBiasGelu, ResidualLayerNorm and
-//   ClassifierWithGrad; the Optimizer, which owns the weights; Parallel (rank, world, reductions)
+//   Gelu, Residual, Classifier; the fusion slots MatmulBiasGelu, MatmulBackwardGelu,
+//   ResidualLayerNorm and ClassifierWithGrad; the Optimizer, which owns the weights; Parallel (rank, world, reductions)
 //
 // Nothing here waits for the device except sync() and the read-back functions: a training step
 // is zero_grad(), then forward() and backward() per micro-batch, then update(), then sync(), and
@@ -347,14 +347,15 @@ class GPT {
         });
         for (int l = L - 1; l >= 0; --l) {
             Layer& a = layers_[l];
-            // MLP branch; dres is the gradient of residual3 and, through the add, of fcproj
-            op("fc_proj backward", [&] {
-                O::Matmul::backward(ctx_, dfch_gelu_.data(), grad(G, kFcProjW, l), grad(G, kFcProjB, l), dres,
-                                    a.fch_gelu, param(P, kFcProjW, l), N, 4 * C, C);
+            // MLP branch; dres is the gradient of residual3 and, through the add, of fcproj.
+            // fc_proj's backward goes on through the GELU: dfch is the gradient of fch.
+            op("fc_proj+gelu backward", [&] {
+                O::MatmulBackwardGelu::backward(ctx_, dfch_.data(), grad(G, kFcProjW, l), grad(G, kFcProjB, l), dres,
+                                                a.fch_gelu, a.fch, param(P, kFcProjW, l), N, 4 * C, C);
             });
-            op("fc+gelu backward", [&] {
-                O::MatmulBiasGelu::backward(ctx_, dbuf_.data(), grad(G, kFcW, l), grad(G, kFcB, l), dfch_gelu_.data(),
-                                            a.ln2, a.fch, param(P, kFcW, l), N, C, 4 * C);
+            op("fc backward", [&] {
+                O::Matmul::backward(ctx_, dbuf_.data(), grad(G, kFcW, l), grad(G, kFcB, l), dfch_.data(), a.ln2,
+                                    param(P, kFcW, l), N, C, 4 * C);
             });
             op("residual+ln_2 backward", [&] {
                 O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn2W, l), grad(G, kLn2B, l), dbuf_.data(),
@@ -544,7 +545,7 @@ class GPT {
         dbuf_ = Buffer<act_t>(n.act);
         dlnf_ = Buffer<act_t>(n.act);
         dqkv_ = Buffer<act_t>(n.act3);
-        dfch_gelu_ = Buffer<act_t>(n.act4);  // also the gradient of fch: MatmulBiasGelu works in place
+        dfch_ = Buffer<act_t>(n.act4);  // the gradient of fch (MatmulBackwardGelu carries it through the GELU)
         scratch_ = Buffer<float>(n.scratch);
     }
 
@@ -606,7 +607,7 @@ class GPT {
     Buffer<act_t> encoded_, act_storage_, lnf_, logits_;
     Buffer<float> stat_storage_, lnf_mean_, lnf_rstd_, classifier_saved_, losses_, scratch_;
     std::vector<Layer> layers_;
-    Buffer<act_t> dresidual_, dbuf_, dlnf_, dqkv_, dfch_gelu_;
+    Buffer<act_t> dresidual_, dbuf_, dlnf_, dqkv_, dfch_;
 };
 
 }  // namespace gpt

@@ -40,6 +40,8 @@ struct Ops {
     using Residual = typename S::Residual;
     using Classifier = typename S::Classifier;
     using MatmulBiasGelu = SlotOr<typename S::MatmulBiasGelu, compose::MatmulThenGelu<Matmul, Gelu>>;
+    using MatmulBackwardGelu =
+        SlotOr<typename S::MatmulBackwardGelu, compose::MatmulBackwardThenGelu<Matmul, Gelu>>;
     using ResidualLayerNorm =
         SlotOr<typename S::ResidualLayerNorm, compose::ResidualThenLayerNorm<Residual, LayerNorm>>;
     using ClassifierWithGrad = SlotOr<typename S::ClassifierWithGrad, compose::ClassifierThenGrad<Classifier>>;
@@ -131,7 +133,7 @@ std::vector<OpRow> op_table() {
     return {
         GPT_OP_ROW(Embedding), GPT_OP_ROW(LayerNorm), GPT_OP_ROW(Matmul), GPT_OP_ROW(Attention),
         GPT_OP_ROW(Gelu), GPT_OP_ROW(Residual), GPT_OP_ROW(Classifier), GPT_OP_ROW(MatmulBiasGelu),
-        GPT_OP_ROW(ResidualLayerNorm), GPT_OP_ROW(ClassifierWithGrad), GPT_OP_ROW(Optimizer), GPT_OP_ROW(Parallel),
+        GPT_OP_ROW(MatmulBackwardGelu), GPT_OP_ROW(ResidualLayerNorm), GPT_OP_ROW(ClassifierWithGrad), GPT_OP_ROW(Optimizer), GPT_OP_ROW(Parallel),
         OpRow{"matmul math", S::template matmul_math<S>()},
     };
 #undef GPT_OP_ROW

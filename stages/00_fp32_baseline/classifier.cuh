@@ -53,9 +53,11 @@ struct SoftmaxCrossEntropy {
             losses, static_cast<float*>(saved), logits, targets, V, Vp);
         LAUNCH_CHECK();
     }
+    // `logits` is not read: the probabilities were saved. (Stage 04 saves one number per row and
+    // recomputes them from the logits.)
     template <class Act>
-    static void backward(CudaBackend::Context& ctx, Act* dlogits, const void* saved, const int* targets, float dloss,
-                         int N, int V, int Vp, void*) {
+    static void backward(CudaBackend::Context& ctx, Act* dlogits, const void* saved, const Act* /*logits*/,
+                         const int* targets, float dloss, int N, int V, int Vp, void*) {
         const size_t n = size_t(N) * Vp;
         softmax_crossentropy_backward_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(
             dlogits, static_cast<const float*>(saved), targets, dloss, N, V, Vp);

@@ -29,7 +29,7 @@ struct CublasMatmul {
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, const Act* weight, const Act* bias,
                         int N, int C, int OC) {
-        ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+        product(ctx, out, inp, weight, N, C, OC);
         if (bias) {
             add_bias_kernel<<<cuda::ceil_div(size_t(N) * OC, 256), 256, 0, ctx.stream>>>(out, bias, N, OC);
             LAUNCH_CHECK();
@@ -40,9 +40,30 @@ struct CublasMatmul {
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dinp, float* dweight, float* dbias, const Act* dout,
                          const Act* inp, const Act* weight, int N, int C, int OC) {
-        ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-        ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+        input_gradient(ctx, dinp, dout, weight, N, C, OC);
+        weight_gradient(ctx, dweight, dout, inp, N, C, OC);
         if (dbias) column_sum(ctx, dbias, dout, N, OC);
+    }
+
+    // The three products alone. Stage 04 finishes each with a cuBLASLt epilogue (cuda/gemm.cuh),
+    // and they return false where cuBLASLt has none for it; without one they always run.
+    template <class Act>
+    static bool product(CudaBackend::Context& ctx, Act* out, const Act* inp, const Act* weight, int N, int C, int OC,
+                        const cuda::Epilogue& epilogue = {}) {  // out = inp · weightᵀ
+        return ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
+                             out, OC, 1, 0, 0, 0, epilogue);
+    }
+    template <class Act>
+    static bool input_gradient(CudaBackend::Context& ctx, Act* dinp, const Act* dout, const Act* weight, int N, int C,
+                               int OC, const cuda::Epilogue& epilogue = {}) {  // dinp = dout · weight
+        return ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
+                             dinp, C, 1, 0, 0, 0, epilogue);
+    }
+    template <class Act>
+    static bool weight_gradient(CudaBackend::Context& ctx, float* dweight, const Act* dout, const Act* inp, int N,
+                                int C, int OC, const cuda::Epilogue& epilogue = {}) {  // dweight += doutᵀ · inp
+        return ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
+                             dweight, C, 1, 0, 0, 0, epilogue);
     }
 };
 

@@ -37,6 +37,7 @@ struct Stage00 : CudaBackend {
     // Fusion slots: nothing is fused yet, so the graph runs the ops above one after another
     // (common/train/compose.h). Stage 04 fills them.
     using MatmulBiasGelu = Unfused;      // matmul + bias + GELU
+    using MatmulBackwardGelu = Unfused;  // a matmul's backward + the GELU's before it
     using ResidualLayerNorm = Unfused;   // residual add + LayerNorm
     using ClassifierWithGrad = Unfused;  // softmax, loss and the logits' gradient
 

@@ -68,8 +68,8 @@ class MixedPrecisionAdamW : public stage00::AdamW {
         });
     }
 
-  private:
-    cuda::DeviceBuffer<Act> act_copy_;
+  protected:
+    cuda::DeviceBuffer<Act> act_copy_;  // stage 04's one-launch update writes it too
 };
 
 }  // namespace gpt::stage02

@@ -100,9 +100,9 @@ inline Cost gelu_backward(const OpSizes& s, double n) { return {3 * s.act * n, 0
 // out = a + b (the model has no residual backward: the gradient passes to both inputs as it is).
 inline Cost residual_forward(const OpSizes& s, double n) { return {3 * s.act * n, 0}; }
 
-// Softmax and cross-entropy over the V real columns. The backward's interface takes no logits,
-// only what the forward saved: at the least one act_t per logit (the logits or the
-// probabilities), written by the forward and read by the backward.
+// Softmax and cross-entropy over the V real columns. The backward needs one number per logit
+// beside what the forward saved (the logits themselves, or probabilities the forward wrote): at
+// the least one act_t per logit, counted as written by the forward and read by the backward.
 inline Cost classifier_forward(const OpSizes& s) {
     return {s.act * s.N() * s.V + kTokenBytes * s.N() + kFp32Bytes * s.N() + s.act * s.N() * s.V, 0};
 }
@@ -122,11 +122,12 @@ inline Cost matmul_bias_gelu_forward(const OpSizes& s, double C, double OC) {
     c.bytes += s.act * s.N() * OC;
     return c;
 }
-// The matmul's backward, and pre read for GELU's derivative. dout, which the slot may overwrite
-// with the gradient of pre, is not counted again as an output.
-inline Cost matmul_bias_gelu_backward(const OpSizes& s, double C, double OC) {
+// The backward of a linear layer C -> OC whose input is gelu(pre), on through the GELU: the
+// matmul's backward, with pre (N x C) read for GELU's derivative; the gradient of pre is written
+// where the matmul's dinp would be.
+inline Cost matmul_backward_gelu(const OpSizes& s, double C, double OC) {
     Cost c = matmul_backward(s, C, OC, true);
-    c.bytes += s.act * s.N() * OC;
+    c.bytes += s.act * s.N() * C;
     return c;
 }
 

@@ -59,7 +59,7 @@ TEST(BenchAccounting, OnlyMatrixProductsCountFlops) {
     const double C = s.C;
     for (const Cost& c : {cost::matmul_forward(s, C, C, true), cost::matmul_backward(s, C, s.Vp, false),
                           cost::attention_forward(s), cost::attention_backward(s),
-                          cost::matmul_bias_gelu_forward(s, C, 4 * C), cost::matmul_bias_gelu_backward(s, C, 4 * C)})
+                          cost::matmul_bias_gelu_forward(s, C, 4 * C), cost::matmul_backward_gelu(s, 4 * C, C)})
         EXPECT_TRUE(c.matmul_like());
     for (const Cost& c : {cost::embedding_forward(s), cost::embedding_backward(s), cost::layernorm_forward(s),
                           cost::layernorm_backward(s), cost::gelu_forward(s, 100), cost::gelu_backward(s, 100),
@@ -78,8 +78,8 @@ TEST(BenchAccounting, FusionSlotsCountFewerBytesThanTheirParts) {
         const double C = s.C, hidden = s.N() * 4 * C, rows = s.N() * C;
         EXPECT_LT(cost::matmul_bias_gelu_forward(s, C, 4 * C).bytes,
                   cost::matmul_forward(s, C, 4 * C, true).bytes + cost::gelu_forward(s, hidden).bytes);
-        EXPECT_LT(cost::matmul_bias_gelu_backward(s, C, 4 * C).bytes,
-                  cost::matmul_backward(s, C, 4 * C, true).bytes + cost::gelu_backward(s, hidden).bytes);
+        EXPECT_LT(cost::matmul_backward_gelu(s, 4 * C, C).bytes,
+                  cost::matmul_backward(s, 4 * C, C, true).bytes + cost::gelu_backward(s, hidden).bytes);
         EXPECT_EQ(cost::matmul_bias_gelu_forward(s, C, 4 * C).flops, cost::matmul_forward(s, C, 4 * C, true).flops);
         EXPECT_LT(cost::residual_layernorm_forward(s).bytes,
                   cost::residual_forward(s, rows).bytes + cost::layernorm_forward(s).bytes);

@@ -426,7 +426,7 @@ TEST(Policy, RepoPathsResolveIncludesAndBuildCopies) {
 
 TEST(Policy, CpuReferenceTableNamesEveryOp) {
     const std::vector<OpRow> table = op_table<CpuReference>();
-    ASSERT_EQ(table.size(), 13u);
+    ASSERT_EQ(table.size(), 14u);
     for (const OpRow& row : table) {
         SCOPED_TRACE(row.name);
         EXPECT_FALSE(row.where.empty());
@@ -436,6 +436,8 @@ TEST(Policy, CpuReferenceTableNamesEveryOp) {
     // The fusion slots the reference leaves unfused are composed from its own ops.
     EXPECT_EQ(table[7].name, "MatmulBiasGelu");
     EXPECT_EQ(table[7].where, "unfused: Matmul, then Gelu (common/train/compose.h)");
+    EXPECT_EQ(table[8].name, "MatmulBackwardGelu");
+    EXPECT_EQ(table[8].where, "unfused: Matmul backward, then Gelu backward (common/train/compose.h)");
 }
 
 // --- memory up front (train/memory.h) ---------------------------------------------------------
