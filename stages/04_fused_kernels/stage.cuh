@@ -1,0 +1,42 @@
+// Stage 04 — fused kernels and CUDA Graphs: what torch.compile does, by hand. Stage 03 ran about
+// twenty kernels per layer, most of them reading a whole activation from memory to do one or two
+// operations on it and writing it back; the host queued each one. Here work that touches the same
+// data is done in one pass over it, and the whole step is queued once:
+//   matmul_epilogues.cuh    bias, GELU and their gradients finished inside the cuBLASLt matmuls
+//   residual_layernorm.cuh  each residual add with the LayerNorm after it, a warp per row
+//   classifier.cuh          softmax, loss and the logits' gradient in one pass over each row,
+//                           written over the logits: no N x V probability buffer
+//   fused_adamw.cuh         AdamW over all parameters in one launch
+//   kCaptureStep            the training step recorded once as a CUDA Graph and replayed
+// Attention is stage 03's, the optimizer's arithmetic stage 02's.
+// PyTorch equivalent: model = torch.compile(model) (and mode="reduce-overhead" for the graph)
+#pragma once
+#include "../03_flash_attention/stage.cuh"
+#include "classifier.cuh"
+#include "fused_adamw.cuh"
+#include "matmul_epilogues.cuh"
+#include "residual_layernorm.cuh"
+
+namespace gpt {
+
+struct Stage04 : Stage03 {
+    static constexpr const char* name = "04_fused_kernels";
+    static constexpr const char* description =
+        "stage 03 with fused kernels (matmul epilogues, residual + LayerNorm, classifier, AdamW), the step as a CUDA Graph";
+
+    static constexpr bool kCaptureStep = true;  // one launch per step
+
+    using Matmul = stage04::EpilogueMatmul;  // bias in the matmul, bias gradient beside dweight
+    using LayerNorm = stage04::LayerNorm;    // the first block's ln_1: a warp per row
+    using Classifier = stage04::FusedClassifier;
+
+    // The fusion slots, filled.
+    using MatmulBiasGelu = stage04::MatmulBiasGelu;
+    using MatmulBackwardGelu = stage04::MatmulBackwardGelu;
+    using ResidualLayerNorm = stage04::ResidualLayerNorm;
+    using ClassifierWithGrad = stage04::FusedClassifier;
+
+    using Optimizer = stage04::FusedAdamW<act_t>;
+};
+
+}  // namespace gpt
