@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -1145,6 +1146,103 @@ TEST_F(Matmul, PaddedCopiesOfBatchedStridedMatrices) {
         EXPECT_EQ(gaps_changed, 0u) << "elements outside the matrices were written";
     }
     EXPECT_GT(padded.gemm.scratch_bytes(), 0u) << "padded copies without scratch memory";
+}
+
+// cuBLASLt's epilogues (common/cuda/gemm.cuh, used by stage 04) on their own, for every stage's
+// element type and arithmetic: a bias added, bias + GELU keeping the GELU's input, GELU's
+// derivative applied to a product, a bias gradient summed beside a weight gradient. At a shape
+// where cuBLASLt's bf16 kernels fit (multiples of 128, aligned memory) a bf16 stage must get
+// every one of them, or stage 04 would silently run its fallback kernels; an fp32 or TF32 stage
+// may be refused (gemm() returns false), and its results are printed where they differ, not
+// judged: no such stage uses epilogues. The GELU is compared with the tanh approximation the
+// model uses.
+TEST_F(Matmul, EpiloguesMatchTheCpu) {
+    using gpt::cuda::Epilogue;
+    Rng rng(test_seed());
+    StageContext ctx;
+    const MatmulCase s{256, 128, 384};
+    const size_t NOC = size_t(s.N) * s.OC, NC = size_t(s.N) * s.C;
+    const MatmulInputs in(rng, s);
+    const Vec dout = rounded<Act>(random_normal(rng, NOC));
+    const Vec pre_in = rounded<Act>(random_normal(rng, NC, 2.0f, -0.3f));  // the GELU's input, for DGELU
+    // Judged where stage 04 relies on them (bf16); elsewhere what happened is printed.
+    const bool judged = std::is_same_v<Act, gpt::bf16>;
+    auto ran = [&](bool ok, const char* what) {
+        if (!ok && judged) ADD_FAILURE() << "cuBLASLt has no " << what << " epilogue for this bf16 shape";
+        if (!ok && !judged) std::printf("note: cuBLASLt has no %s epilogue for this stage's matmuls (not judged)\n", what);
+        return ok;
+    };
+    auto check = [&](const testing::AssertionResult& r) {
+        if (judged) EXPECT_TRUE(r);
+        else if (!r) std::printf("note (not judged in a stage without epilogues): %s\n", r.message());
+    };
+    const DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias), d_dout(dout), d_pre_in(pre_in);
+
+    Vec product(NOC);  // inp · weightᵀ + bias
+    gpt::cpu::matmul_forward(product.data(), in.inp.data(), in.weight.data(), in.bias.data(), s.N, s.C, s.OC);
+    {
+        Epilogue e;
+        e.kind = Epilogue::kBias;
+        e.bias = d_bias.data();
+        DeviceArray<Act> d_out(NOC);
+        if (ran(ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, s.N, s.OC, s.C, 1.0f, d_inp.data(), s.C,
+                              d_weight.data(), s.C, 0.0f, d_out.data(), s.OC, 1, 0, 0, 0, e),
+                "BIAS")) {
+            sync_and_check("gemm with a bias");
+            check(all_close("BIAS out", d_out.download(), product, kMatmulTol));
+        }
+    }
+    {
+        Vec gelu(NOC);
+        gpt::cpu::gelu_forward(gelu.data(), product.data(), NOC);
+        Epilogue e;
+        e.kind = Epilogue::kGeluAuxBias;
+        e.bias = d_bias.data();
+        DeviceArray<Act> d_out(NOC), d_pre(NOC);
+        e.aux = d_pre.data();
+        e.aux_ld = s.OC;
+        if (ran(ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, s.N, s.OC, s.C, 1.0f, d_inp.data(), s.C,
+                              d_weight.data(), s.C, 0.0f, d_out.data(), s.OC, 1, 0, 0, 0, e),
+                "GELU_AUX_BIAS")) {
+            sync_and_check("gemm with bias and GELU");
+            check(all_close("GELU_AUX_BIAS pre-activation", d_pre.download(), product, kMatmulTol));
+            check(all_close("GELU_AUX_BIAS out (tanh GELU)", d_out.download(), gelu, kMatmulTol));
+        }
+    }
+    {
+        Vec dinp(NC), dpre(NC), unused_dw(size_t(s.OC) * s.C, 0.0f);
+        gpt::cpu::matmul_backward(dinp.data(), unused_dw.data(), nullptr, dout.data(), in.inp.data(),
+                                  in.weight.data(), s.N, s.C, s.OC);
+        gpt::cpu::gelu_backward(dpre.data(), pre_in.data(), dinp.data(), NC);
+        Epilogue e;
+        e.kind = Epilogue::kDGelu;
+        e.aux = const_cast<Act*>(d_pre_in.data());
+        e.aux_ld = s.C;
+        DeviceArray<Act> d_dpre(NC);
+        if (ran(ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, false, s.N, s.C, s.OC, 1.0f, d_dout.data(), s.OC,
+                              d_weight.data(), s.C, 0.0f, d_dpre.data(), s.C, 1, 0, 0, 0, e),
+                "DGELU")) {
+            sync_and_check("gemm with GELU's derivative");
+            check(all_close("DGELU dpre", d_dpre.download(), dpre, kMatmulTol));
+        }
+    }
+    {
+        const MatmulBackwardExpected expected(rng, s, in, dout, true);
+        Vec dbias = zeros(s.OC);  // written, not added to
+        for (int n = 0; n < s.N; ++n)
+            for (int c = 0; c < s.OC; ++c) dbias[c] += dout[size_t(n) * s.OC + c];
+        Epilogue e;
+        e.kind = Epilogue::kBGradB;
+        DeviceArray<float> d_dweight(expected.dweight_start), d_dbias(s.OC);  // d_dbias poisoned
+        e.bias_grad = d_dbias.data();
+        if (ran(ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, true, false, s.OC, s.C, s.N, 1.0f, d_dout.data(), s.OC,
+                              d_inp.data(), s.C, 1.0f, d_dweight.data(), s.C, 1, 0, 0, 0, e),
+                "BGRADB")) {
+            sync_and_check("gemm with a bias gradient");
+            check(all_close("BGRADB dweight (added to)", d_dweight.download(), expected.dweight, kMatmulTol));
+            check(all_close("BGRADB dbias (written)", d_dbias.download(), dbias, kFp32Tol));
+        }
+    }
 }
 
 // ---- the whole model ------------------------------------------------------------------------------
