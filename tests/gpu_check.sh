@@ -150,6 +150,8 @@ phase_build() {
 
 count() { grep -cE "Test +#[0-9]+: stage$1\..*$2" "$LOGS/tests.log"; }  # stage, result
 phase_tests() {
+    # Without a GPU every one of them would only report skipped (CI runs them that way per preset).
+    if no_gpu; then STATUS=NO-GPU DETAIL="needs a GPU (without one every GPU test skips)"; return; fi
     run_ctest "$LOGS/tests.log" "$BUILD" -L gpu --timeout 420
     local n
     for n in $STAGES; do  # one line per stage, from CTest's "Test #k: stageNN.Suite.Test ... Passed" lines
@@ -184,6 +186,10 @@ phase_workshop() {
         preset=${presets[$i]} dir="$REPO/build/$preset"
         if ! wait "${pids[$i]}"; then
             bad=$((bad + 1)) detail+="; $preset does not build (logs/$preset.log)"; continue
+        fi
+        if no_gpu; then  # it builds; its tests would only skip
+            total=$((total + 1)) detail+="; $preset builds"
+            continue
         fi
         # The exercises' own tests are meant to fail here: their expectations judge them.
         run_ctest "$LOGS/$preset.tests.log" "$dir" -L gpu -LE '^exercise$'
