@@ -54,6 +54,9 @@ class GPT {
     using HostBuffer = typename S::template HostBuffer<U>;
     static_assert(std::is_same_v<typename Optimizer::act_t, act_t>,
                   "the stage's Optimizer must give the weights in the stage's act_t");
+    static_assert(S::kVocabMultiple == 1 ||
+                      (masks_padding_v<typename O::Classifier> && masks_padding_v<typename O::ClassifierWithGrad>),
+                  "a stage that pads the vocabulary needs classifiers that mask the padded columns");
 
     // B, T: the largest micro-batch forward() will see. micro_batches: how many forward()s a
     // step holds before sync() (the pinned staging keeps that many batches; more only make the
@@ -117,6 +120,24 @@ class GPT {
     }
     std::vector<float> optimizer_m() { return download_unpadded(optimizer_.m()); }
     std::vector<float> optimizer_v() { return download_unpadded(optimizer_.v()); }
+
+    // What the padded rows of wte (rows V to Vp - 1, in memory only) hold in the master weights,
+    // the act_t weights, the gradients and both moments, one after the other: a trainer that
+    // keeps the padding out of the model leaves every one of them exactly 0 (tests).
+    std::vector<float> padded_rows() {
+        const size_t begin = layout_.offset[kWte] + size_t(config_.vocab_size) * config_.n_embd;
+        const size_t count = size_t(Vp_ - config_.vocab_size) * config_.n_embd;
+        std::vector<float> all, part(count);
+        for (const float* array : {static_cast<const float*>(optimizer_.master()), static_cast<const float*>(grads_.data()),
+                                   static_cast<const float*>(optimizer_.m()), static_cast<const float*>(optimizer_.v())}) {
+            S::copy_out(ctx_, part.data(), array + begin, count);
+            all.insert(all.end(), part.begin(), part.end());
+        }
+        std::vector<act_t> weights(count);
+        S::copy_out(ctx_, weights.data(), optimizer_.act_weights() + begin, count);
+        for (const act_t w : weights) all.push_back(static_cast<float>(w));
+        return all;
+    }
 
     // --- one training step -------------------------------------------------------------------
 

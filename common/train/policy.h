@@ -78,6 +78,16 @@ struct AttentionHeadSizes<Attention, std::void_t<decltype(Attention::kHeadSizes)
     }
 };
 
+// Whether a classifier takes rows with padded columns (Vp > V) and keeps them out of the softmax
+// and the gradient. Every classifier does unless it says otherwise, as stage 04's fused one does
+// (`kMasksPadding = false`: stage 05 adds the mask); the model refuses a padded vocabulary with a
+// classifier that does not.
+template <class Classifier, class = void>
+inline constexpr bool masks_padding_v = true;
+template <class Classifier>
+inline constexpr bool masks_padding_v<Classifier, std::void_t<decltype(Classifier::kMasksPadding)>> =
+    Classifier::kMasksPadding;
+
 // A source file's path from the repository's top (stages/..., common/...), whatever directory
 // it was compiled in (a workshop build compiles a copy of stages/) and however it was included
 // (`../00_fp32_baseline/` steps are resolved).
@@ -117,11 +127,23 @@ struct IsComposed : std::false_type {};
 template <class Op>
 struct IsComposed<Op, std::void_t<decltype(Op::composed_of)>> : std::true_type {};
 
+// An op written in one file and finished by a piece from another (stage 05's classifier: stage
+// 04's kernel, its padded columns masked by stage 05) names both: `part`.
+template <class Op, class = void>
+struct HasPart : std::false_type {};
+template <class Op>
+struct HasPart<Op, std::void_t<decltype(Op::part)>> : std::true_type {};
+
 template <class Op>
 std::string where() {
-    if constexpr (IsComposed<Op>::value)
+    if constexpr (IsComposed<Op>::value) {
         return std::string("unfused: ") + Op::composed_of + " (common/train/compose.h)";
-    else return repo_path(Op::source);
+    } else if constexpr (HasPart<Op>::value) {
+        const std::string file = repo_path(Op::source), part = repo_path(Op::part);
+        return part == file ? file : file + " + " + part;
+    } else {
+        return repo_path(Op::source);
+    }
 }
 }  // namespace detail
 

@@ -16,10 +16,12 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "cuda/backend.cuh"
 #include "cuda/exercise.cuh"
 #include "cuda/reduce.cuh"
+#include "util/error.h"
 
 namespace gpt::stage04 {
 
@@ -81,11 +83,20 @@ __device__ inline void transform_row(Act* dst, const Act* src, int n, F&& f) {
     for (int v = parts.tail + threadIdx.x; v < n; v += blockDim.x) dst[v] = from_float<Act>(f(v, to_float(src[v])));
 }
 
-// One block per row n. kForward: losses[n] and lse_out[n] = log Σ exp(logit) over the V real
-// columns. kBackward: the gradient over the row's Vp columns, from that lse (or, without
-// kForward, from lse_in[n]). Both: the fused slot. Padded columns (v >= V) are never read into
-// the softmax, and their gradient is 0.
-template <class Act, bool kForward, bool kBackward>
+// Which columns of a row of logits are tokens. Stage 04's vocabulary is not padded (V == Vp):
+// all of them. Stage 05 pads it and masks the padding (stages/05_vocab_padding/padded_columns.cuh).
+struct EveryColumnIsAToken {
+    static constexpr const char* source = __FILE__;
+    static constexpr bool kMasksPadding = false;  // rows must have V == Vp
+    __device__ static int softmax_columns(int, int Vp) { return Vp; }
+    __device__ static bool is_token(int, int) { return true; }
+};
+
+// One block per row n. kForward: losses[n] and lse_out[n] = log Σ exp(logit) over the columns
+// the softmax reads (Columns::softmax_columns). kBackward: the gradient over the row's Vp
+// columns, from that lse (or, without kForward, from lse_in[n]); 0 where Columns::is_token says
+// a column is none. Both: the fused slot.
+template <class Act, bool kForward, bool kBackward, class Columns>
 __global__ void __launch_bounds__(kFusedClassifierThreads)
     fused_classifier_kernel(float* losses, float* lse_out, Act* dlogits, const float* lse_in, const Act* logits,
                             const int* targets, float dloss, int V, int Vp) {
@@ -103,7 +114,7 @@ __global__ void __launch_bounds__(kFusedClassifierThreads)
         const float target_logit = to_float(row[target]);
         // Each thread: its running maximum m and s = Σ exp(x - m) over the logits it has seen.
         float m = -INFINITY, s = 0.0f;
-        for_each_logit(row, V, [&](int, float x) {
+        for_each_logit(row, Columns::softmax_columns(V, Vp), [&](int, float x) {
             if (x > m) {
                 s = s * expf(m - x) + 1.0f;  // the sum so far in terms of the new maximum (0 at first)
                 m = x;
@@ -126,14 +137,18 @@ __global__ void __launch_bounds__(kFusedClassifierThreads)
     if constexpr (kBackward) {
         // softmax - onehot(target), written over the logits; exp(x - lse) is the probability.
         transform_row(grad_row, row, Vp, [&](int v, float x) {
-            return v < V ? (expf(x - lse) - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+            return Columns::is_token(v, V) ? (expf(x - lse) - (v == target ? 1.0f : 0.0f)) * dloss : 0.0f;
         });
     }
     // EXERCISE END
 }
 
-struct FusedClassifier {
+// The classifier over rows whose columns are told apart by `Columns` (stage 04: all tokens).
+template <class Columns>
+struct FusedClassifierOver {
     static constexpr const char* source = __FILE__;
+    static constexpr const char* part = Columns::source;  // the op table names both files
+    static constexpr bool kMasksPadding = Columns::kMasksPadding;
 
     // Saved for backward: one log-sum-exp per row (stage 00: every probability).
     static size_t saved_bytes(size_t N, size_t, size_t) { return N * sizeof(float); }
@@ -143,17 +158,19 @@ struct FusedClassifier {
     template <class Act>
     static void forward(CudaBackend::Context& ctx, float* losses, void* saved, const Act* logits, const int* targets,
                         int N, int V, int Vp, void*) {
-        fused_classifier_kernel<Act, true, false><<<N, kFusedClassifierThreads, 0, ctx.stream>>>(
+        check_columns(V, Vp);
+        fused_classifier_kernel<Act, true, false, Columns><<<N, kFusedClassifierThreads, 0, ctx.stream>>>(
             losses, static_cast<float*>(saved), nullptr, nullptr, logits, targets, 0.0f, V, Vp);
         LAUNCH_CHECK();
     }
 
-    // dlogits = (exp(logits - lse) - onehot(target)) * dloss, 0 in padded columns; dlogits may be
-    // the logits' own memory.
+    // dlogits = (exp(logits - lse) - onehot(target)) * dloss, 0 in columns that are no token;
+    // dlogits may be the logits' own memory.
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dlogits, const void* saved, const Act* logits,
                          const int* targets, float dloss, int N, int V, int Vp, void*) {
-        fused_classifier_kernel<Act, false, true><<<N, kFusedClassifierThreads, 0, ctx.stream>>>(
+        check_columns(V, Vp);
+        fused_classifier_kernel<Act, false, true, Columns><<<N, kFusedClassifierThreads, 0, ctx.stream>>>(
             nullptr, nullptr, dlogits, static_cast<const float*>(saved), logits, targets, dloss, V, Vp);
         LAUNCH_CHECK();
     }
@@ -163,10 +180,21 @@ struct FusedClassifier {
     template <class Act>
     static void forward_backward(CudaBackend::Context& ctx, float* losses, Act* dlogits, const Act* logits,
                                  const int* targets, float dloss, int N, int V, int Vp, void* saved, void*) {
-        fused_classifier_kernel<Act, true, true><<<N, kFusedClassifierThreads, 0, ctx.stream>>>(
+        check_columns(V, Vp);
+        fused_classifier_kernel<Act, true, true, Columns><<<N, kFusedClassifierThreads, 0, ctx.stream>>>(
             losses, static_cast<float*>(saved), dlogits, nullptr, logits, targets, dloss, V, Vp);
         LAUNCH_CHECK();
     }
+
+  private:
+    // Padded columns would enter the softmax as if they were words: refuse them.
+    static void check_columns(int V, int Vp) {
+        if (!kMasksPadding && V != Vp)
+            throw Error("this classifier takes rows of V = " + std::to_string(V) + " tokens, not " +
+                        std::to_string(Vp) + " padded columns (stage 05 masks the padding)");
+    }
 };
+
+using FusedClassifier = FusedClassifierOver<EveryColumnIsAToken>;
 
 }  // namespace gpt::stage04

@@ -420,6 +420,7 @@ class KernelBench {
             matmul_backward_gelu(B);
             residual_layernorm(B);
             classifier_with_grad(B);
+            if constexpr (S::kVocabMultiple > 1) lm_head_paddings(B);
             if (rows_.size() > rows_before) std::printf("\n");  // a blank line after each batch size
         }
         optimizer();
@@ -503,6 +504,18 @@ class KernelBench {
             c.time("backward",
                    [&] { O::Matmul::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, N, C, OC); });
         });
+    }
+
+    // Stage 05's question: the LM head's matmuls at the vocabulary as it is (50257) and padded to
+    // multiples of 64 or 128 (50304), 256 and 1024, with the stage's own Matmul. A width is measured
+    // once however many multiples give it.
+    void lm_head_paddings(int B) {
+        std::vector<int> widths;
+        for (const int multiple : {1, 64, 128, 256, 1024}) {
+            const int width = config_.padded_vocab(multiple);
+            if (std::find(widths.begin(), widths.end(), width) == widths.end()) widths.push_back(width);
+        }
+        for (const int width : widths) matmul(B, ("lm_head at " + std::to_string(width)).c_str(), C_, width, false);
     }
 
     void attention(int B) {
