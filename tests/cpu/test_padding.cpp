@@ -4,7 +4,9 @@
 // Model.PaddingChangesNothing); these run everywhere, CI included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,9 @@
 #include "testing/reference_case.h"
 #include "testing/reference_run.h"
 #include "testing/tolerance.h"
+#include "train/sampler.h"
 #include "train/gpt.h"
+#include "util/rng.h"
 
 namespace {
 
@@ -89,6 +93,35 @@ TEST(Padding, PaddedRowsStayZero) {
     for (const float x : padding)
         if (x != 0.0f) ++nonzero;  // NaN too
     EXPECT_EQ(nonzero, 0u);
+}
+
+// Sampling reads the V real logits only. The weights are made so that the padded logits (0)
+// would win every draw if they were read: ln_f outputs its bias, all ones, at every position, and
+// every real row of wte is -0.3, so every real logit is -0.3 · C.
+TEST(Padding, SamplingNeverProducesAPaddedId) {
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    const gpt::ParamLayout layout(c.config);
+    std::vector<float> params = c.params;
+    auto tensor = [&](int t) { return params.begin() + layout.offset[t]; };
+    std::fill(tensor(gpt::kWte), tensor(gpt::kWte) + layout.size[gpt::kWte], -0.3f);
+    std::fill(tensor(gpt::kLnfW), tensor(gpt::kLnfW) + layout.size[gpt::kLnfW], 0.0f);
+    std::fill(tensor(gpt::kLnfB), tensor(gpt::kLnfB) + layout.size[gpt::kLnfB], 1.0f);
+    gpt::GPT<PaddedCpuReference> model(c.config, 1, 8);
+    model.set_parameters(params);
+    const int tokens[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    model.forward(tokens, nullptr, 1, 8);
+    const std::vector<float> logits = model.logits_at(0, 7);
+    ASSERT_EQ(logits.size(), size_t(c.config.vocab_size));
+    EXPECT_FLOAT_EQ(logits[0], -0.3f * c.config.n_embd);
+    gpt::Rng rng(7);
+    const std::string ids = gpt::generate(model, nullptr, 8, 1.0f, 0, rng);
+    std::istringstream in(ids);
+    int id = 0, count = 0;
+    while (in >> id) {
+        ++count;
+        EXPECT_LT(id, c.config.vocab_size) << "sampled ids: " << ids;
+    }
+    EXPECT_GT(count, 0) << "nothing sampled";
 }
 
 // A checkpoint keeps V rows whatever the trainer's padding, so that one written by a padded stage
