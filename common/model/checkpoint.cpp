@@ -1,14 +1,11 @@
 #include "model/checkpoint.h"
 
-#include <algorithm>
-#include <cmath>
-#include <csignal>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "model/llmc.h"
 #include "model/params.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -56,19 +53,6 @@ uint32_t file_hash(const Header header, const Checkpoint& c) {
     return fnv1a(c.v.data(), c.v.size() * sizeof(float), hash);
 }
 
-// "" when every value is finite, else which one is not ("parameter 12 of wte is nan").
-std::string first_non_finite(const std::vector<float>& values, const GPTConfig& config, const char* what) {
-    for (size_t i = 0; i < values.size(); ++i) {
-        if (std::isfinite(values[i])) continue;
-        const ParamLayout layout(config);
-        int t = 0;
-        while (t + 1 < kNumParamTensors && i >= layout.offset[t + 1]) ++t;
-        return std::string(what) + " " + std::to_string(i - layout.offset[t]) + " of " + ParamLayout::name(t) +
-               " is " + (std::isnan(values[i]) ? "nan" : "inf");
-    }
-    return "";
-}
-
 void fill_header(Header h, const Checkpoint& c, size_t n) {
     std::memset(h, 0, sizeof(Header));
     h[kMagic] = kCheckpointMagic;
@@ -104,33 +88,6 @@ void fill_header(Header h, const Checkpoint& c, size_t n) {
     for (int i = 0; i < 4; ++i) put_u64(h, kSampleRng + 2 * i, r.sample_rng[i]);
 }
 
-// SIGINT and SIGTERM during a save only set this flag; the save then stops, removes its
-// temporary file and leaves the previous checkpoint in place.
-volatile std::sig_atomic_t g_interrupted = 0;
-extern "C" void on_signal_during_save(int sig) { g_interrupted = sig; }
-
-// Installs the handlers for the life of one save and puts the previous ones back.
-class SaveSignals {
-  public:
-    SaveSignals() {
-        g_interrupted = 0;
-        struct sigaction sa = {};
-        sa.sa_handler = on_signal_during_save;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &old_int_);
-        sigaction(SIGTERM, &sa, &old_term_);
-    }
-    ~SaveSignals() {
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    SaveSignals(const SaveSignals&) = delete;
-    SaveSignals& operator=(const SaveSignals&) = delete;
-
-  private:
-    struct sigaction old_int_ = {}, old_term_ = {};
-};
-
 }  // namespace
 
 std::function<void()>& checkpoint_save_progress_hook() {
@@ -154,32 +111,16 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     fill_header(header, c, n);
     header[kHash] = static_cast<int32_t>(file_hash(header, c));
 
-    // PATH.tmp, renamed over PATH only when whole (util/file.h); SIGINT or SIGTERM during the
-    // save ends it there, and the previous checkpoint stays.
-    SaveSignals signals;
-    ReplacingFile file(path, "checkpoint");
-    auto interrupted = [] { return g_interrupted == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)"; };
-    auto write_all = [&](const void* data, size_t bytes) {
-        const char* p = static_cast<const char*>(data);
-        constexpr size_t kChunk = size_t(16) << 20;  // check for a signal every 16 MiB
-        while (bytes > 0) {
-            const size_t chunk = std::min(bytes, kChunk);
-            file.write(p, chunk);
-            p += chunk;
-            bytes -= chunk;
-            if (checkpoint_save_progress_hook()) checkpoint_save_progress_hook()();
-            if (g_interrupted) file.fail(interrupted());
-        }
-    };
-    write_all(header, sizeof(header));
-    write_all(c.params.data(), n * sizeof(float));
+    // PATH.tmp, renamed over PATH only when whole; SIGINT or SIGTERM during the save ends it
+    // there, and the previous checkpoint stays (util/file.h).
+    InterruptibleFile file(path, "checkpoint", checkpoint_save_progress_hook());
+    file.write(header, sizeof(header));
+    file.write(c.params.data(), n * sizeof(float));
     if (has_opt) {
-        write_all(c.m.data(), n * sizeof(float));
-        write_all(c.v.data(), n * sizeof(float));
+        file.write(c.m.data(), n * sizeof(float));
+        file.write(c.v.data(), n * sizeof(float));
     }
     file.commit();
-    // A signal during the final fsync: the checkpoint is whole, and the run still stops.
-    if (g_interrupted) throw Error("checkpoint " + path + " saved, then " + interrupted());
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -187,6 +128,9 @@ Checkpoint load_checkpoint(const std::string& path) {
     std::ifstream in = open_regular_file(path, "checkpoint");
     Header header;
     if (!in.read(reinterpret_cast<char*>(header), sizeof(header))) throw Error(where + "truncated header");
+    if (header[kMagic] == kLlmcMagic)  // a run cannot continue from weights alone
+        throw Error(where + "an llm.c model file (magic " + std::to_string(kLlmcMagic) +
+                    "), not a checkpoint of this project: it holds parameters only; start from it with --init");
     if (header[kMagic] != kCheckpointMagic)
         throw Error(where + "bad magic " + std::to_string(header[kMagic]) + " (not a checkpoint)");
     if (header[kVersion] != kCheckpointVersion)

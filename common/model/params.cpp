@@ -65,6 +65,20 @@ std::vector<float> relayout(const std::vector<float>& src, const ParamLayout& fr
 }
 }  // namespace
 
+std::string param_position(const GPTConfig& config, size_t index) {
+    const ParamLayout layout(config);
+    int t = 0;
+    while (t + 1 < kNumParamTensors && index >= layout.offset[t + 1]) ++t;
+    return std::to_string(index - layout.offset[t]) + " of " + ParamLayout::name(t);
+}
+
+std::string first_non_finite(const std::vector<float>& values, const GPTConfig& config, const char* what) {
+    for (size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(values[i]))
+            return std::string(what) + " " + param_position(config, i) + " is " + (std::isnan(values[i]) ? "nan" : "inf");
+    return "";
+}
+
 std::vector<float> pad_vocab(const std::vector<float>& params, const GPTConfig& c, int vocab_rows) {
     if (vocab_rows < c.vocab_size) throw Error("padded vocabulary smaller than the vocabulary");
     return relayout(params, ParamLayout(c), ParamLayout(c, vocab_rows), size_t(c.vocab_size) * c.n_embd);

@@ -3,6 +3,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/config.h"
@@ -34,5 +35,12 @@ std::vector<float> init_parameters(const GPTConfig& config, uint64_t seed);
 // rows zero). With vocab_rows == V both are copies.
 std::vector<float> pad_vocab(const std::vector<float>& params, const GPTConfig& config, int vocab_rows);
 std::vector<float> unpad_vocab(const std::vector<float>& params, const GPTConfig& config, int vocab_rows);
+
+// Where element `index` of the flat file layout lies, by tensor: "12 of wte".
+std::string param_position(const GPTConfig& config, size_t index);
+
+// "" when every value is finite, else the first that is not, by tensor ("parameter 12 of wte is
+// nan"); `values` in the file layout of `config` (parameters, or an AdamW moment of them).
+std::string first_non_finite(const std::vector<float>& values, const GPTConfig& config, const char* what);
 
 }  // namespace gpt

@@ -12,6 +12,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "model/checkpoint.h"
+#include "model/llmc.h"
 #include "model/params.h"
 #include "train/gpt.h"
 #include "train/logger.h"
@@ -116,8 +117,10 @@ int train(const TrainOptions& opt) {
     // Model: a checkpoint's config wins over --model.
     Checkpoint start;
     const std::string ckpt_path = !opt.resume.empty() ? opt.resume : opt.init;
-    if (!ckpt_path.empty()) {
-        start = load_checkpoint(ckpt_path);
+    if (!opt.resume.empty()) {
+        start = load_checkpoint(opt.resume);
+    } else if (!opt.init.empty()) {
+        start = load_model_file(opt.init);  // a checkpoint or an llm.c model file (GPT-2's weights)
     } else {
         start.config = config_by_name(opt.model);
     }

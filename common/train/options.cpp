@@ -47,7 +47,10 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
         text("--data", "DIR", "token shards: DIR/*_train_*.bin and DIR/*_val_*.bin", o.data_dir),
         text("--tokenizer", "DIR", "GPT-2 tokenizer files (encoder.json, vocab.bpe), for text samples",
              o.tokenizer_dir),
-        text("--init", "PATH", "start from this checkpoint's parameters (its config replaces --model)", o.init),
+        text("--init", "PATH",
+             "start from this checkpoint's or llm.c model file's parameters, e.g. GPT-2's released weights "
+             "(gpt2_124M.bin); its config replaces --model",
+             o.init),
         text("--resume", "PATH",
              "continue a run exactly where a trainer's checkpoint stopped (weights, optimizer, data position, "
              "sampling; B, T and seed must match)",

@@ -3,10 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 namespace fs = std::filesystem;
 
@@ -28,6 +31,15 @@ const char* kind(fs::file_type type) {
         case fs::file_type::socket: return "a socket";
         default: return "neither a file nor a directory";
     }
+}
+
+// The signal that came during an InterruptibleFile's life, 0 while none did: the handler only
+// sets it (nothing else is safe in a signal handler).
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_signal_during_save(int sig) { g_interrupted = sig; }
+
+std::string interrupted_text() {
+    return g_interrupted == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)";
 }
 
 // The type of PATH after symbolic links (not_found if there is nothing); throws only when it
@@ -147,6 +159,42 @@ void ReplacingFile::commit() {
         ::fsync(dir);
         ::close(dir);
     }
+}
+
+InterruptibleFile::Handlers::Handlers() {
+    g_interrupted = 0;
+    struct sigaction sa = {};
+    sa.sa_handler = on_signal_during_save;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+}
+
+InterruptibleFile::Handlers::~Handlers() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+}
+
+InterruptibleFile::InterruptibleFile(const std::string& path, const std::string& what,
+                                     std::function<void()> after_chunk)
+    : file_(path, what), path_(path), what_(what), after_chunk_(std::move(after_chunk)) {}
+
+void InterruptibleFile::write(const void* data, size_t bytes) {
+    const char* p = static_cast<const char*>(data);
+    constexpr size_t kChunk = size_t(16) << 20;
+    while (bytes > 0) {
+        const size_t chunk = std::min(bytes, kChunk);
+        file_.write(p, chunk);
+        p += chunk;
+        bytes -= chunk;
+        if (after_chunk_) after_chunk_();
+        if (g_interrupted) file_.fail(interrupted_text());
+    }
+}
+
+void InterruptibleFile::commit() {
+    file_.commit();
+    if (g_interrupted) throw Error(prefix(what_, path_) + " saved, then " + interrupted_text());
 }
 
 }  // namespace gpt

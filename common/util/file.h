@@ -6,8 +6,11 @@
 // So the type is checked with stat() before anything is opened. Errors read
 // "<what> <path>: <why>", e.g. "checkpoint run/x.ckpt: is a directory, not a file".
 #pragma once
+#include <signal.h>
+
 #include <cstddef>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -65,6 +68,39 @@ class ReplacingFile {
     std::string path_, tmp_, what_;
     int fd_ = -1;  // -1 once closed
     bool committed_ = false;
+};
+
+// A ReplacingFile for the large files a program saves while the user may stop it (checkpoints,
+// model files): for its life, SIGINT and SIGTERM only mark it interrupted, and write() then
+// fails it, so that PATH.tmp is removed and PATH stays as it was, where the default handlers
+// would end the program with PATH.tmp left behind. The previous handlers come back when it
+// ends. One at a time: the mark is one flag of the process.
+class InterruptibleFile {
+  public:
+    // after_chunk, if set, runs after each chunk written (a test raises a signal there).
+    InterruptibleFile(const std::string& path, const std::string& what, std::function<void()> after_chunk = nullptr);
+    InterruptibleFile(const InterruptibleFile&) = delete;
+    InterruptibleFile& operator=(const InterruptibleFile&) = delete;
+
+    void write(const void* data, size_t bytes);  // in chunks of 16 MiB, a signal checked after each
+    // A signal during the final fsync leaves PATH whole and new, and still throws
+    // "<what> <path> saved, then interrupted (SIGINT)": the program stops all the same.
+    void commit();
+
+  private:
+    // Built before file_ and destroyed after it, so that a failure to create PATH.tmp puts the
+    // previous handlers back too.
+    struct Handlers {
+        Handlers();
+        ~Handlers();
+        Handlers(const Handlers&) = delete;
+        Handlers& operator=(const Handlers&) = delete;
+        struct sigaction old_int = {}, old_term = {};
+    };
+    Handlers handlers_;
+    ReplacingFile file_;
+    std::string path_, what_;
+    std::function<void()> after_chunk_;
 };
 
 }  // namespace gpt

@@ -8,25 +8,16 @@ file(MAKE_DIRECTORY ${OUT})
 set(run ${TRAIN} --model micro --data ${DATA} --batch 2 --seq 16 --steps 8 --warmup 2 --lr 1e-2
     --val-every 3 --val-batches 1 --sample-every 3 --sample-tokens 6)
 
+include(${CMAKE_CURRENT_LIST_DIR}/script_helpers.cmake)
+
 function(train log)
-  execute_process(COMMAND ${run} --log ${OUT}/${log}.jsonl ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err TIMEOUT 300)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "run ${log} failed (${rc}):\n${err}\n${out}")
-  endif()
-  set(stdout_${log} "${out}" PARENT_SCOPE)
+  gpt_run(${log} ${run} --log ${OUT}/${log}.jsonl ${ARGN})
+  set(stdout_${log} "${stdout_${log}}" PARENT_SCOPE)  # to the script's scope
 endfunction()
 
 # What must agree: step, validation and sample events, without the timings.
 function(events log out_var)
-  file(STRINGS ${OUT}/${log}.jsonl lines)
-  set(kept "")
-  foreach(line ${lines})
-    if(line MATCHES "\"type\": \"(step|val|sample)\"")
-      string(REGEX REPLACE ", \"ms\": .*$" "" line "${line}")
-      list(APPEND kept "${line}")
-    endif()
-  endforeach()
+  gpt_log_events(${OUT}/${log}.jsonl kept step val sample)
   set(${out_var} "${kept}" PARENT_SCOPE)
 endfunction()
 

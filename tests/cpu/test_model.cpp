@@ -1,4 +1,5 @@
-// Model config, parameter layout, initialisation, checkpoints and the learning-rate schedule.
+// Model config, parameter layout, initialisation, checkpoints, llm.c model files and the
+// learning-rate schedule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +23,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/llmc.h"
 #include "model/params.h"
 #include "testing/compare.h"
 #include "testing/curve.h"
@@ -31,6 +33,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include "train/policy.h"
 #include "train/schedule.h"
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 using namespace gpt;
@@ -59,6 +62,25 @@ Checkpoint random_checkpoint(const GPTConfig& c) {
     ck.m = test::random_normal(rng, n, 0.01f);
     ck.v = test::random_uniform(rng, n, 0.0f, 1e-4f);
     return ck;
+}
+
+// Overwrites n bytes of the file at offset `at`.
+void write_at(const std::string& path, std::streamoff at, const void* bytes, size_t n) {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
+    ASSERT_TRUE(f.good()) << path;
+}
+
+// The message of the gpt::Error that f throws; a test failure if it throws none.
+std::string error_of(const std::function<void()>& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    ADD_FAILURE() << "expected a gpt::Error";
+    return "";
 }
 
 void expect_error_mentions(const std::function<void()>& f, const std::string& needle) {
@@ -202,11 +224,7 @@ class CorruptCheckpoint : public ::testing::Test {
         path_ = temp_dir() + "/corrupt.ckpt";
         save_checkpoint(path_, random_checkpoint(config_by_name("micro")));
     }
-    void poke(std::streamoff at, const void* bytes, size_t n) {
-        std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
-        f.seekp(at);
-        f.write(static_cast<const char*>(bytes), n);
-    }
+    void poke(std::streamoff at, const void* bytes, size_t n) { write_at(path_, at, bytes, n); }
     std::string path_;
 };
 
@@ -508,4 +526,336 @@ TEST(Memory, HostMemoryIsKnownOnLinux) {
     const size_t available = available_host_memory();
     EXPECT_GT(available, size_t(1) << 20);
     EXPECT_LT(available, size_t(1) << 50) << "neither /proc/meminfo nor a cgroup limit was read";
+}
+
+// ---- llm.c model files (docs/formats.md, "llm.c model files") ------------------------------
+
+namespace {
+
+// Sizes that are no tile multiple: C = 12 with 3 heads, V = 1000, maxT = 5.
+const GPTConfig kOddConfig{5, 1000, 2, 3, 12};
+
+float float_of_bits(uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, sizeof(x));
+    return x;
+}
+
+uint32_t bits_of(float x) {
+    uint32_t bits;
+    std::memcpy(&bits, &x, sizeof(bits));
+    return bits;
+}
+
+// Where element i of tensor t lies in an llm.c file with Vp rows of wte and elements of `bytes`.
+std::streamoff llmc_offset(const GPTConfig& c, int padded_vocab, int t, size_t i, size_t bytes) {
+    return static_cast<std::streamoff>(1024 + bytes * (ParamLayout(c, padded_vocab).offset[t] + i));
+}
+
+std::vector<float> random_params(const GPTConfig& c) {
+    Rng rng(test::test_seed());
+    return test::random_normal(rng, ParamLayout(c).total(), 0.5f, 0.1f);
+}
+
+}  // namespace
+
+// Our parameters -> llm.c v3 -> our parameters is the identity, bit for bit; the file holds our
+// tensors in our order with Vp rows of wte, the padded ones zero.
+TEST(Llmc, Fp32RoundTripIsBitIdentical) {
+    const GPTConfig c = kOddConfig;
+    const std::vector<float> params = random_params(c);
+    const ParamLayout layout(c);
+    for (const int vp : {1024, 1000, 1003}) {  // a multiple of 128, Vp == V, V + 3
+        SCOPED_TRACE("Vp " + std::to_string(vp));
+        const std::string path = temp_dir() + "/v3_" + std::to_string(vp) + ".bin";
+        save_llmc_model(path, c, params, vp);
+        EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+        // The file itself, read here without the reader.
+        const std::string bytes = read_regular_file(path, "");
+        const size_t file_count = ParamLayout(c, vp).total();
+        ASSERT_EQ(bytes.size(), 1024 + 4 * file_count);
+        std::vector<int32_t> header(256);
+        std::memcpy(header.data(), bytes.data(), 1024);
+        const std::vector<int32_t> expected_words = {20240326, 3, 5, 1000, 2, 3, 12, vp};
+        for (int w = 0; w < 256; ++w) EXPECT_EQ(header[w], w < 8 ? expected_words[w] : 0) << "header word " << w;
+        std::vector<float> payload(file_count);
+        std::memcpy(payload.data(), bytes.data() + 1024, 4 * file_count);
+        const size_t wte = layout.size[kWte], padding = size_t(vp - c.vocab_size) * c.n_embd;
+        EXPECT_EQ(std::memcmp(payload.data(), params.data(), 4 * wte), 0) << "wte";
+        for (size_t i = 0; i < padding; ++i) ASSERT_EQ(bits_of(payload[wte + i]), 0u) << "padded element " << i;
+        EXPECT_EQ(std::memcmp(payload.data() + wte + padding, params.data() + wte, 4 * (params.size() - wte)), 0)
+            << "the tensors after wte";
+
+        LlmcFormat format;
+        const Checkpoint back = load_llmc_model(path, &format);
+        EXPECT_TRUE(back.config == c);
+        EXPECT_EQ(format.version, 3);
+        EXPECT_EQ(format.padded_vocab, vp);
+        EXPECT_EQ(back.step, 0);
+        EXPECT_TRUE(back.m.empty() && back.v.empty());
+        EXPECT_FALSE(back.run.recorded);
+        ASSERT_EQ(back.params.size(), params.size());
+        EXPECT_EQ(std::memcmp(back.params.data(), params.data(), 4 * params.size()), 0);
+    }
+}
+
+// bf16 is the upper half of an fp32, rounded to nearest, ties to even.
+TEST(Llmc, Bf16RoundsToNearestEven) {
+    const GPTConfig c = kOddConfig;
+    std::vector<float> params = random_params(c);
+    const ParamLayout layout(c);
+    // {input bits, expected bf16 bits}, worked out by hand.
+    const std::pair<uint32_t, uint32_t> cases[] = {
+        {0x3F800000u, 0x3F80u},  // 1: exact
+        {0x3F808000u, 0x3F80u},  // 1 + 2^-8, half-way between 1 (even) and 1 + 2^-7: down to even
+        {0x3F818000u, 0x3F82u},  // half-way between 0x3F81 (odd) and 0x3F82: up to even
+        {0x3F808001u, 0x3F81u},  // just above half-way: up
+        {0x3F807FFFu, 0x3F80u},  // just below half-way: down
+        {0xBF818000u, 0xBF82u},  // the same for a negative value
+        {0x3EAAAAABu, 0x3EABu},  // 1/3: 0x3EAA + 0xAAAB/0x10000 of an ulp, above half: up
+        {0x7F7F0000u, 0x7F7Fu},  // the largest bf16
+        {0x3F7FFFFFu, 0x3F80u},  // just below 1: the carry reaches the exponent
+    };
+    const int targets[] = {kWte, kWpe, kQkvW, kLnfB};  // first tensor, after the padding, a middle one, the last
+    size_t k = 0;
+    std::vector<size_t> where;
+    for (const auto& [in, out] : cases) {
+        const int t = targets[k % 4];
+        const size_t i = layout.offset[t] + (k / 4) * 3 + (t == kLnfB ? 0 : 1);
+        params[i] = float_of_bits(in);
+        where.push_back(i);
+        ++k;
+    }
+    const std::string path = temp_dir() + "/v5.bin";
+    save_llmc_model(path, c, params, 1024, kLlmcVersionBf16);
+    EXPECT_EQ(fs::file_size(path), 1024 + 2 * ParamLayout(c, 1024).total());
+    LlmcFormat format;
+    const std::vector<float> back = load_llmc_model(path, &format).params;
+    EXPECT_EQ(format.version, 5);
+    ASSERT_EQ(back.size(), params.size());
+    for (size_t j = 0; j < where.size(); ++j)
+        EXPECT_EQ(bits_of(back[where[j]]), cases[j].second << 16)
+            << std::hex << "input 0x" << cases[j].first << " at " << param_position(c, where[j]);
+    // Every other value: a bf16 (low half zero) within half a bf16 ulp, 2^-8 of the value.
+    for (size_t i = 0; i < params.size(); ++i) {
+        const float err = std::fabs(back[i] - params[i]);
+        if (!(err <= std::ldexp(std::fabs(params[i]), -8)) || (bits_of(back[i]) & 0xFFFFu) != 0)
+            FAIL() << "element " << param_position(c, i) << ": " << params[i] << " read back as " << back[i];
+    }
+    // A bf16 file read and written again is the same file: rounding a bf16 value changes nothing.
+    const std::string again = temp_dir() + "/v5_again.bin";
+    save_llmc_model(again, c, back, 1024, kLlmcVersionBf16);
+    EXPECT_EQ(read_regular_file(again, ""), read_regular_file(path, ""));
+}
+
+// llm.c's padded rows are zero, but they are not part of the model: whatever they hold, the
+// reader returns V rows.
+TEST(Llmc, PaddedRowsAreSkippedWhateverTheyHold) {
+    const GPTConfig c = kOddConfig;
+    const int vp = 1003;
+    for (const int version : {kLlmcVersionFp32, kLlmcVersionBf16}) {
+        SCOPED_TRACE("version " + std::to_string(version));
+        const size_t bytes = version == kLlmcVersionBf16 ? 2 : 4;
+        const std::string path = temp_dir() + "/junk_" + std::to_string(version) + ".bin";
+        save_llmc_model(path, c, random_params(c), vp, version);
+        const std::vector<float> clean = load_llmc_model(path).params;
+        Rng rng(test::test_seed() + 1);
+        std::string junk(size_t(vp - c.vocab_size) * c.n_embd * bytes, '\0');
+        for (char& b : junk) b = static_cast<char>(rng.below(256));
+        junk[0] = junk[1] = static_cast<char>(0xFF);  // a NaN in either width: never read as a parameter
+        write_at(path, llmc_offset(c, vp, kWte, size_t(c.vocab_size) * c.n_embd, bytes), junk.data(), junk.size());
+        const Checkpoint back = load_llmc_model(path);
+        EXPECT_EQ(back.params.size(), ParamLayout(c).total());
+        EXPECT_EQ(back.params, clean);
+    }
+}
+
+TEST(Llmc, RefusesToSaveWhatItCouldNotReadBack) {
+    const GPTConfig c = kOddConfig;
+    const std::string path = temp_dir() + "/refused.bin";
+    const std::string where = "not saving llm.c model file " + path + ": ";
+    std::vector<float> params = random_params(c);
+    EXPECT_EQ(error_of([&] { save_llmc_model(path, c, params, 999); }),
+              where + "padded vocabulary Vp 999 is smaller than V 1000");
+    EXPECT_EQ(error_of([&] { save_llmc_model(path, c, params, 1024, 4); }),
+              where + "version 4 (3 = fp32 or 5 = bf16 parameters)");
+    EXPECT_EQ(error_of([&] { save_llmc_model(path, c, std::vector<float>(params.begin() + 1, params.end()), 1024); }),
+              where + std::to_string(params.size() - 1) + " parameters, its config has " + std::to_string(params.size()));
+    const ParamLayout layout(c);
+    params[layout.offset[kWpe] + 3] = std::nanf("");
+    EXPECT_EQ(error_of([&] { save_llmc_model(path, c, params, 1024); }), where + "parameter 3 of wpe is nan");
+    params[layout.offset[kWpe] + 3] = 0.5f;
+    params[layout.offset[kLnfW]] = 3.4e38f;  // finite in fp32, beyond the largest bf16 (3.3895e38)
+    EXPECT_NO_THROW(save_llmc_model(path, c, params, 1024));
+    fs::remove(path);
+    EXPECT_EQ(error_of([&] { save_llmc_model(path, c, params, 1024, kLlmcVersionBf16); }),
+              where + "parameter 0 of lnf_w is 3.4e+38, beyond the range of bf16");
+    EXPECT_FALSE(fs::exists(path));
+    EXPECT_FALSE(fs::exists(path + ".tmp"));
+}
+
+// Every rule of the format, each broken on its own: one line naming the file and the rule.
+class MalformedLlmc : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        path_ = temp_dir() + "/model.bin";
+        save_llmc_model(path_, kOddConfig, random_params(kOddConfig), kVp);
+        size_ = fs::file_size(path_);
+    }
+    void set_word(int word, int32_t value) { write_at(path_, 4 * word, &value, 4); }
+    std::string error() { return error_of([&] { load_llmc_model(path_); }); }
+    std::string sizes(uintmax_t expected_payload, uintmax_t found) {
+        return "1024 + " + std::to_string(expected_payload) + " bytes expected, " + std::to_string(found) + " found";
+    }
+    static constexpr int kVp = 1024;
+    std::string path_;
+    uintmax_t size_ = 0;
+};
+
+TEST_F(MalformedLlmc, NotAnLlmcFile) {
+    set_word(0, 123);
+    EXPECT_EQ(error(), path_ + ": not an llm.c model file (magic 123, expected 20240326)");
+    set_word(0, kCheckpointMagic);  // a checkpoint is not an llm.c file either
+    EXPECT_EQ(error(), path_ + ": not an llm.c model file (magic 20261122, expected 20240326)");
+}
+
+TEST_F(MalformedLlmc, UnknownVersion) {
+    for (const int version : {0, 1, 2, 4, 6, -3}) {
+        set_word(1, version);
+        EXPECT_EQ(error(), path_ + ": llm.c model file of version " + std::to_string(version) +
+                               " (expected 3 = fp32 or 5 = bf16 parameters)");
+    }
+}
+
+TEST_F(MalformedLlmc, VersionDoesNotMatchTheSize) {
+    const uintmax_t payload = size_ - 1024;  // fp32
+    set_word(1, 5);
+    EXPECT_EQ(error(), path_ + ": version 5 (bf16 parameters), but its size is that of fp32 parameters: " +
+                           sizes(payload / 2, size_));
+    save_llmc_model(path_, kOddConfig, random_params(kOddConfig), kVp, kLlmcVersionBf16);
+    set_word(1, 3);
+    EXPECT_EQ(error(), path_ + ": version 3 (fp32 parameters), but its size is that of bf16 parameters: " +
+                           sizes(payload, 1024 + payload / 2));
+}
+
+TEST_F(MalformedLlmc, PaddedVocabularySmallerThanTheVocabulary) {
+    set_word(7, 999);
+    EXPECT_EQ(error(), path_ + ": padded vocabulary Vp 999 is smaller than V 1000");
+    set_word(7, -1);
+    EXPECT_EQ(error(), path_ + ": padded vocabulary Vp -1 is smaller than V 1000");
+}
+
+TEST_F(MalformedLlmc, InvalidConfig) {
+    set_word(5, 5);  // 12 is not divisible by 5 heads
+    EXPECT_EQ(error(), path_ + ": invalid model config (L=2 H=5 C=12 maxT=5 V=1000): C must be divisible by H");
+    set_word(5, 3);
+    set_word(4, 0);
+    EXPECT_EQ(error(), path_ + ": invalid model config (L=0 H=3 C=12 maxT=5 V=1000): every size must be positive");
+    set_word(4, 1 << 30);  // L * 12 C^2 would overflow 32 bits; refused before any count is made
+    EXPECT_EQ(error(), path_ + ": invalid model config (L=1073741824 H=3 C=12 maxT=5 V=1000): larger than maxT "
+                               "1048576, V 16777216, L 4096 or C 65536");
+}
+
+// The largest sizes the config allows make a file of hundreds of terabytes: its size is counted
+// in 64 bits and compared with the file's, and nothing is allocated.
+TEST_F(MalformedLlmc, HugeSizesAreTruncatedNotAllocated) {
+    const GPTConfig huge{1 << 20, 1 << 24, 4096, 1, 1 << 16};
+    for (const int vp : {1 << 24, std::numeric_limits<int32_t>::max()}) {
+        set_word(2, huge.max_seq_len);
+        set_word(3, huge.vocab_size);
+        set_word(4, huge.n_layer);
+        set_word(5, huge.n_head);
+        set_word(6, huge.n_embd);
+        set_word(7, vp);
+        const uintmax_t payload = 4 * uintmax_t(ParamLayout(huge, vp).total());
+        EXPECT_GT(payload, uintmax_t(1) << 49);
+        EXPECT_EQ(error(), path_ + ": truncated: " + sizes(payload, size_));
+    }
+}
+
+TEST_F(MalformedLlmc, NonZeroHeaderWord) {
+    set_word(8, 50304);
+    EXPECT_EQ(error(), path_ + ": header word 8 is 50304, not 0 (llm.c model files use words 0 to 7 only)");
+    set_word(8, 0);
+    set_word(255, -1);
+    EXPECT_EQ(error(), path_ + ": header word 255 is -1, not 0 (llm.c model files use words 0 to 7 only)");
+}
+
+// Cut in every part: before the magic, in the header, in wte, in its padding, the last byte.
+TEST_F(MalformedLlmc, TruncatedAnywhereOrTrailingBytes) {
+    const uintmax_t payload = size_ - 1024;
+    const GPTConfig& c = kOddConfig;
+    for (const uintmax_t cut : {uintmax_t(0), uintmax_t(3)}) {
+        fs::resize_file(path_, cut);
+        EXPECT_EQ(error(), path_ + ": not an llm.c model file (" + std::to_string(cut) +
+                               " bytes, shorter than its magic number)");
+    }
+    save_llmc_model(path_, c, random_params(c), kVp);
+    for (const uintmax_t cut : {uintmax_t(4), uintmax_t(100), uintmax_t(1023)}) {
+        fs::resize_file(path_, cut);
+        EXPECT_EQ(error(), path_ + ": truncated: a header of 1024 bytes expected, " + std::to_string(cut) + " found");
+    }
+    save_llmc_model(path_, c, random_params(c), kVp);
+    const uintmax_t cuts[] = {1024, uintmax_t(llmc_offset(c, kVp, kWte, 6001, 4)) + 2,
+                              uintmax_t(llmc_offset(c, kVp, kWte, size_t(c.vocab_size) * c.n_embd + 5, 4)),
+                              size_ - 1};
+    for (const uintmax_t cut : cuts) {
+        fs::resize_file(path_, cut);
+        EXPECT_EQ(error(), path_ + ": truncated: " + sizes(payload, cut));
+    }
+    fs::resize_file(path_, size_ + 1);
+    EXPECT_EQ(error(), path_ + ": trailing bytes: " + sizes(payload, size_ + 1));
+}
+
+TEST_F(MalformedLlmc, NonFiniteParameter) {
+    const float nan = std::nanf("");
+    write_at(path_, llmc_offset(kOddConfig, kVp, kQkvW, 5, 4), &nan, 4);
+    EXPECT_EQ(error(), path_ + ": parameter 5 of qkv_w is nan");
+    // bf16: the upper half of an fp32 infinity.
+    save_llmc_model(path_, kOddConfig, random_params(kOddConfig), kVp, kLlmcVersionBf16);
+    const uint16_t inf = 0xFF80u;
+    write_at(path_, llmc_offset(kOddConfig, kVp, kLnfB, 11, 2), &inf, 2);
+    EXPECT_EQ(error(), path_ + ": parameter 11 of lnf_b is inf");
+}
+
+TEST_F(MalformedLlmc, NotARegularFile) {
+    const std::string dir = temp_dir() + "/a_directory.bin";
+    fs::create_directories(dir);
+    EXPECT_EQ(error_of([&] { load_llmc_model(dir); }), dir + ": is a directory, not a regular file");
+    EXPECT_EQ(error_of([&] { load_model_file(dir); }), dir + ": is a directory, not a regular file");
+    EXPECT_EQ(error_of([&] { load_model_file(temp_dir() + "/none.bin"); }), temp_dir() + "/none.bin: not found");
+}
+
+// --init takes either kind of file; --resume only a checkpoint.
+TEST(ModelFile, EitherKindByItsMagic) {
+    const Checkpoint ck = random_checkpoint(kOddConfig);
+    const std::string ckpt = temp_dir() + "/run.ckpt", llmc = temp_dir() + "/model.bin";
+    save_checkpoint(ckpt, ck);
+    save_llmc_model(llmc, ck.config, ck.params, 1024);
+    EXPECT_EQ(model_file_kind(ckpt), ModelFileKind::kCheckpoint);
+    EXPECT_EQ(model_file_kind(llmc), ModelFileKind::kLlmc);
+    const Checkpoint from_ckpt = load_model_file(ckpt);
+    EXPECT_EQ(from_ckpt.step, ck.step);
+    EXPECT_EQ(from_ckpt.m, ck.m);  // the whole checkpoint, optimizer state included
+    EXPECT_EQ(from_ckpt.params, ck.params);
+    const Checkpoint from_llmc = load_model_file(llmc);
+    EXPECT_TRUE(from_llmc.config == ck.config);
+    EXPECT_EQ(from_llmc.params, ck.params);
+    EXPECT_EQ(error_of([&] { load_checkpoint(llmc); }),
+              "checkpoint " + llmc + ": an llm.c model file (magic 20240326), not a checkpoint of this project: it "
+                                     "holds parameters only; start from it with --init");
+}
+
+TEST(ModelFile, NeitherKindIsOneLine) {
+    const std::string path = temp_dir() + "/other.bin";
+    const std::string neither = path + ": neither a checkpoint of this project (magic 20261122) nor an llm.c "
+                                       "model file (magic 20240326)";
+    write_shard(path, {1, 2, 3});  // a token shard: magic 20240520
+    EXPECT_EQ(error_of([&] { load_model_file(path); }), neither);
+    for (const size_t size : {0, 1, 3}) {  // shorter than a magic number, even one that begins right
+        const int32_t magic = kCheckpointMagic;
+        std::ofstream(path, std::ios::binary | std::ios::trunc).write(reinterpret_cast<const char*>(&magic), size);
+        EXPECT_EQ(error_of([&] { load_model_file(path); }), neither) << size << " bytes";
+    }
 }

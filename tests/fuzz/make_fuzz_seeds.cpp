@@ -1,6 +1,7 @@
 // Makes the corpus folder of each fuzz target, OUT_DIR/<target>/, and writes seeds in the
-// current file formats there with the project's own writers: a token shard, and checkpoints of
-// a tiny model with and without optimizer state.
+// current file formats there with the project's own writers: a token shard, checkpoints of a
+// tiny model with and without optimizer state, and llm.c model files of a tiny model (fp32 and
+// bf16, a few kilobytes: a micro model's would be 13 MB).
 // The committed seeds (tests/fuzz/corpus) stay valid inputs after a format changes, but only
 // these reach past the version check of the new one.
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "data/shard.h"
 #include "model/checkpoint.h"
+#include "model/llmc.h"
 #include "model/params.h"
 #include "util/error.h"
 
@@ -20,7 +22,7 @@ int main(int argc, char** argv) {
     namespace fs = std::filesystem;
     try {
         const fs::path out = argv[1];
-        for (const char* target : {"json", "shard", "checkpoint", "tokenizer"}) fs::create_directories(out / target);
+        for (const char* target : {"json", "shard", "checkpoint", "llmc", "tokenizer"}) fs::create_directories(out / target);
         gpt::write_shard((out / "shard" / "current.bin").string(), {50256, 464, 3290, 318, 257, 1332, 13, 0, 1});
 
         gpt::Checkpoint c;
@@ -31,6 +33,17 @@ int main(int argc, char** argv) {
         c.m.assign(c.params.size(), 0.25f);
         c.v.assign(c.params.size(), 0.0625f);
         gpt::save_checkpoint((out / "checkpoint" / "current_adamw.ckpt").string(), c);
+
+        // load_model_file's two kinds: llm.c files (Vp > V, and Vp == V) and a checkpoint.
+        const gpt::GPTConfig tiny{4, 16, 1, 1, 8};
+        const std::vector<float> tiny_params = gpt::init_parameters(tiny, 2);
+        gpt::save_llmc_model((out / "llmc" / "current.bin").string(), tiny, tiny_params, 32);
+        gpt::save_llmc_model((out / "llmc" / "current_bf16.bin").string(), tiny, tiny_params, 16,
+                             gpt::kLlmcVersionBf16);
+        gpt::Checkpoint tiny_checkpoint;
+        tiny_checkpoint.config = tiny;
+        tiny_checkpoint.params = tiny_params;
+        gpt::save_checkpoint((out / "llmc" / "current.ckpt").string(), tiny_checkpoint);
         return 0;
     } catch (const gpt::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

@@ -16,6 +16,7 @@
 
 #include "data/shard.h"
 #include "model/checkpoint.h"
+#include "model/llmc.h"
 #include "model/params.h"
 #include "util/error.h"
 #include "util/fnv.h"
@@ -139,6 +140,26 @@ int main(int argc, char** argv) {
         gpt::save_checkpoint(nan_params.string(), ck);
         const float nan = std::nanf("");
         poke_and_rehash(nan_params, 1024 + 4 * 7, &nan, 4);
+
+        // llm.c model files of a tiny model (the trainer reads them before the data): a valid one,
+        // for --resume, and one broken rule each.
+        const gpt::GPTConfig tiny{4, 16, 1, 1, 8};
+        const std::vector<float> tiny_params = gpt::init_parameters(tiny, 1);
+        gpt::save_llmc_model((out / "llmc.bin").string(), tiny, tiny_params, 32);
+        const fs::path llmc_truncated = out / "llmc_truncated.bin";  // in the middle of wte
+        gpt::save_llmc_model(llmc_truncated.string(), tiny, tiny_params, 32);
+        fs::resize_file(llmc_truncated, 1024 + 4 * 8 * 8);
+        const fs::path llmc_version = out / "llmc_version4.bin";
+        gpt::save_llmc_model(llmc_version.string(), tiny, tiny_params, 32);
+        poke(llmc_version, 4, 4);
+        const fs::path llmc_nan = out / "llmc_nan.bin";  // element 5 of qkv_w, after 32 x 8 of wte and 4 x 8 of wpe
+        gpt::save_llmc_model(llmc_nan.string(), tiny, tiny_params, 32, gpt::kLlmcVersionBf16);
+        {
+            const uint16_t bf16_nan = 0x7FC0u;
+            std::fstream f(llmc_nan, std::ios::in | std::ios::out | std::ios::binary);
+            f.seekp(1024 + 2 * (32 * 8 + 4 * 8 + 8 + 8 + 5));
+            f.write(reinterpret_cast<const char*>(&bf16_nan), sizeof(bf16_nan));
+        }
 
         // A trainer's checkpoint of a run on `good` (B = 2, T = 16, seed 1337), and one with
         // optimizer state but no run to continue.
