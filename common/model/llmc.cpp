@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "model/params.h"
+#include "util/bf16.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -28,22 +29,6 @@ constexpr size_t kChunk = size_t(1) << 20;
 
 uint64_t element_bytes(int version) { return version == kLlmcVersionBf16 ? 2 : 4; }
 const char* element_name(int version) { return version == kLlmcVersionBf16 ? "bf16" : "fp32"; }
-
-// The nearest bf16, ties to even, as PyTorch's .to(torch.bfloat16) (llm.c's exporter) rounds.
-// Adding 0x7FFF carries into the kept half exactly when the dropped half is above one half;
-// adding the kept half's lowest bit as well makes an exact half carry only onto an odd value.
-uint16_t to_bf16(float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof(bits));
-    return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
-float from_bf16(uint16_t half) {
-    const uint32_t bits = uint32_t(half) << 16;
-    float x;
-    std::memcpy(&x, &bits, sizeof(x));
-    return x;
-}
 
 bool valid_version(int version) { return version == kLlmcVersionFp32 || version == kLlmcVersionBf16; }
 
@@ -113,7 +98,7 @@ Checkpoint load_llmc_model(const std::string& path, LlmcFormat* format) {
             for (size_t done = 0; ok && done < n; done += halves.size()) {
                 const size_t m = std::min(halves.size(), n - done);
                 ok = bool(in.read(reinterpret_cast<char*>(halves.data()), static_cast<std::streamsize>(m * 2)));
-                for (size_t i = 0; ok && i < m; ++i) dst[done + i] = from_bf16(halves[i]);
+                for (size_t i = 0; ok && i < m; ++i) dst[done + i] = bf16_bits_to_float(halves[i]);
             }
         }
         if (!ok) throw Error(where + "read error (did the file change while it was read?)");
@@ -151,7 +136,7 @@ void save_llmc_model(const std::string& path, const GPTConfig& config, const std
     if (!bad.empty()) throw Error(where + bad);
     if (version == kLlmcVersionBf16)
         for (size_t i = 0; i < params.size(); ++i)
-            if (!std::isfinite(from_bf16(to_bf16(params[i])))) {
+            if (!std::isfinite(round_to_bf16(params[i]))) {
                 char value[32];
                 std::snprintf(value, sizeof(value), "%g", params[i]);
                 throw Error(where + "parameter " + param_position(config, i) + " is " + value +
@@ -179,7 +164,7 @@ void save_llmc_model(const std::string& path, const GPTConfig& config, const std
         }
         for (size_t done = 0; done < n; done += kChunk) {
             const size_t m = std::min(kChunk, n - done);
-            for (size_t i = 0; i < m; ++i) halves[i] = to_bf16(src[done + i]);
+            for (size_t i = 0; i < m; ++i) halves[i] = float_to_bf16_bits(src[done + i]);
             file.write(halves.data(), m * elem);
         }
     };

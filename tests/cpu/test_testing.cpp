@@ -10,6 +10,7 @@
 #include "testing/compare.h"
 #include "testing/curve.h"
 #include "testing/tolerance.h"
+#include "util/bf16.h"
 
 using namespace gpt::test;
 
@@ -19,16 +20,7 @@ std::vector<float> sample_data() {
     return random_normal(rng, 1000, 2.0f, 0.5f);
 }
 
-// The nearest bf16 (ties to even), as the GPU's __float2bfloat16 rounds: bf16 is the top half
-// of a float's bits.
-float round_to_bf16(float x) {
-    uint32_t bits;
-    std::memcpy(&bits, &x, sizeof(bits));
-    bits += 0x7FFFu + ((bits >> 16) & 1u);
-    bits &= 0xFFFF0000u;
-    std::memcpy(&x, &bits, sizeof(x));
-    return x;
-}
+using gpt::round_to_bf16;  // the nearest bf16, ties to even, as the GPU rounds
 
 // TF32 by truncation: the low 13 of fp32's 23 mantissa bits dropped, the largest error (and the
 // only biased one) a tensor core reading fp32 operands may make.
