@@ -57,8 +57,20 @@ struct CudaBackend {
         CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
         return free_bytes;
     }
-    static double peak_flops() { return cuda::peak_bf16_flops(cuda::device_name()); }
-    static std::string peak_flops_match() { return cuda::peak_bf16_match(cuda::device_name()); }
+    // The MFU denominator. A GPU the peak table does not know gets one warning saying what MFU
+    // divides by instead, so that the log shows where the number came from.
+    static double peak_flops() {
+        const PeakFlops peak = cuda::device_bf16_peak();
+        static bool warned = false;
+        if (!peak.warning.empty() && !warned) {
+            std::printf("%s\n", peak.warning.c_str());
+            std::fflush(stdout);
+            warned = true;
+        }
+        return peak.flops;
+    }
+    // The table entry that gave the peak, or "estimate"; empty when there is no peak.
+    static std::string peak_flops_match() { return cuda::device_bf16_peak().source; }
     static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }  // cuBLASLt's workspace included
     // For the op table: which file defines the stage's matmul arithmetic.
     template <class Stage>
@@ -86,6 +98,11 @@ struct CudaBackend {
     template <class U>
     static void copy_out_async(Context& ctx, U* pinned, const U* src, size_t n) {
         CUDA_CHECK(cudaMemcpyAsync(pinned, src, n * sizeof(U), cudaMemcpyDeviceToHost, ctx.stream));
+    }
+    // Device to device, queued.
+    template <class U>
+    static void copy(Context& ctx, U* dst, const U* src, size_t n) {
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, ctx.stream));
     }
     template <class U>
     static void fill_zero(Context& ctx, U* p, size_t n) {

@@ -1,11 +1,13 @@
-// The GPU we run on: is there one, what is it, and its dense bf16 tensor-core peak (the MFU
-// denominator, the same for every stage so that the ladder is comparable).
+// The GPU we run on: is there one, can the stages run on it, what is it, and its dense bf16
+// tensor-core peak (the MFU denominator, the same for every stage so that the ladder is
+// comparable).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "util/error.h"
+#include "util/peak_flops.h"
 
 namespace gpt::cuda {
 
@@ -35,10 +37,10 @@ inline void require_device() {
     if (device_count() == 0)
         throw Error("no CUDA device found; to train on the CPU instead: cmake --preset cpu && ./train");
     cudaDeviceProp p{};
-    cudaGetDeviceProperties(&p, 0);
-    if (p.major < 8)
-        throw Error(std::string("GPU ") + p.name + " has compute capability " + std::to_string(p.major) + "." +
-                    std::to_string(p.minor) + "; the stages need 8.0 (Ampere) or newer");
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
+        throw Error(std::string("cannot query GPU 0: ") + cudaGetErrorString(cudaGetLastError()));
+    const std::string refusal = unsupported_device_message(p.name, p.major, p.minor);
+    if (!refusal.empty()) throw Error(refusal);
 }
 
 inline std::string device_name() {
@@ -54,37 +56,26 @@ inline std::string device_description() {
            std::to_string(p.major) + std::to_string(p.minor) + ", " + std::to_string(p.multiProcessorCount) + " SMs";
 }
 
-// Dense (no sparsity) bf16 tensor-core peaks with fp32 accumulation, from the vendor data
-// sheets. A GPU's name is matched against `match`; the first match wins, so more specific
-// names come first.
-struct PeakEntry {
-    const char* match;
-    double tflops;
-};
+// The peak table and the estimate live in util/peak_flops.h (plain C++, tested on the CPU);
+// these names stay for the callers that ask by name only (tests/bench/ceilings.cu).
+using gpt::peak_bf16_flops;
+using gpt::peak_bf16_match;
 
-// The table's entry for a GPU name, or nullptr when the GPU is not in it.
-inline const PeakEntry* find_peak(const std::string& name) {
-    static const PeakEntry kPeaks[] = {
-        {"H100 PCIe", 756}, {"H100 NVL", 835}, {"H100", 989}, {"H200", 989}, {"GH200", 989},
-        {"B200", 2250},     {"A100", 312},     {"A800", 312}, {"L40S", 362}, {"L40", 181},
-        {"L4", 121},        {"A10G", 70},      {"A10", 125},  {"RTX 4090", 165}, {"RTX 3090", 71},
-    };
-    for (const PeakEntry& p : kPeaks)
-        if (name.find(p.match) != std::string::npos) return &p;
-    return nullptr;
-}
-
-// The peak in FLOP/s; 0 when unknown (MFU is then not reported).
-inline double peak_bf16_flops(const std::string& name) {
-    const PeakEntry* p = find_peak(name);
-    return p ? p->tflops * 1e12 : 0.0;
-}
-
-// Which table entry gave that peak ("H100" for "NVIDIA H100 80GB HBM3"); empty when none did.
-// Written into the trainer's log, so that a reader sees where the MFU denominator came from.
-inline std::string peak_bf16_match(const std::string& name) {
-    const PeakEntry* p = find_peak(name);
-    return p ? p->match : "";
+// This GPU's MFU denominator: its data-sheet peak, or else an estimate from its SMs and clock.
+// When the table does not know the GPU, PeakFlops::warning says so in one line for the log.
+inline PeakFlops device_bf16_peak() {
+    int device = 0, clock_khz = 0;
+    cudaDeviceProp p{};
+    if (cudaGetDevice(&device) != cudaSuccess || cudaGetDeviceProperties(&p, device) != cudaSuccess) {
+        cudaGetLastError();
+        return {};  // no peak: MFU is not reported
+    }
+    // The peak clock in kHz (cudaDeviceProp::clockRate is gone since CUDA 13).
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device) != cudaSuccess) {
+        cudaGetLastError();
+        clock_khz = 0;  // the estimate then gives 0
+    }
+    return bf16_peak(p.name, p.major, p.minor, p.multiProcessorCount, clock_khz);
 }
 
 }  // namespace gpt::cuda

@@ -1,6 +1,7 @@
 // Tests of the shared helpers every reader of user files goes through: opening a file the user
 // named (common/util/file.h) and the JSON reader (common/util/json.h), on the paths and the
-// hostile contents a user can hand them.
+// hostile contents a user can hand them. Also the GPU peak table and the GPUs the stages refuse
+// (common/util/peak_flops.h), which need no GPU to check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include <sys/resource.h>
@@ -19,6 +21,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/peak_flops.h"
 
 namespace fs = std::filesystem;
 
@@ -231,6 +234,127 @@ TEST(JsonReader, FileErrorsNameTheFile) {
     std::ofstream(path) << "[1, 2";
     EXPECT_CONTAINS(error_of([&] { Json::parse_file(path); }), "JSON file " + path + ": malformed JSON");
     EXPECT_CONTAINS(error_of([&] { Json::parse_file(dir.string()); }), "is a directory");
+}
+
+// --- the MFU denominator: the peak table, the estimate, the GPUs the stages refuse ---------
+
+// Names as the GPUs report them (cudaDeviceProp::name, nvidia-smi).
+TEST(PeakTable, EveryEntryIsFoundByTheNameItsGpuReports) {
+    const struct {
+        const char* name;
+        const char* match;
+        double tflops;
+    } kGpus[] = {
+        {"NVIDIA H100 80GB HBM3", "H100", 989},
+        {"NVIDIA H100 PCIe", "H100 PCIe", 756},
+        {"NVIDIA H100 NVL", "H100 NVL", 835},
+        {"NVIDIA GH200 480GB", "GH200", 989},
+        {"NVIDIA H200", "H200", 989},
+        {"NVIDIA H200 NVL", "H200 NVL", 835},
+        {"NVIDIA B200", "B200", 2250},
+        {"NVIDIA A100-SXM4-40GB", "A100", 312},
+        {"NVIDIA A100-SXM4-80GB", "A100", 312},
+        {"NVIDIA A100-PCIE-40GB", "A100", 312},
+        {"NVIDIA A100 80GB PCIe", "A100", 312},
+        {"NVIDIA A800-SXM4-80GB", "A800", 312},
+        {"NVIDIA L40S", "L40S", 362},
+        {"NVIDIA L40", "L40", 181},
+        {"NVIDIA L4", "L4", 121},
+        {"NVIDIA GeForce RTX 4090", "RTX 4090", 165},
+        {"NVIDIA GeForce RTX 3090", "RTX 3090", 71},
+        {"NVIDIA A10G", "A10G", 70},
+        {"NVIDIA A10", "A10", 125},
+    };
+    std::set<std::string> found;
+    for (const auto& gpu : kGpus) {
+        EXPECT_EQ(peak_bf16_match(gpu.name), gpu.match) << gpu.name;
+        EXPECT_EQ(peak_bf16_flops(gpu.name), gpu.tflops * 1e12) << gpu.name;
+        found.insert(gpu.match);
+    }
+    const PeakEntry* t4 = find_peak("Tesla T4");  // listed, but with no bf16 peak
+    ASSERT_NE(t4, nullptr);
+    EXPECT_EQ(t4->tflops, 0);
+    EXPECT_EQ(peak_bf16_flops("Tesla T4"), 0);
+    EXPECT_EQ(peak_bf16_match("Tesla T4"), "");  // no peak, so no entry gave one
+    found.insert(t4->match);
+    for (const PeakEntry& entry : kPeakTable) EXPECT_EQ(found.count(entry.match), 1u) << entry.match << " untested";
+}
+
+TEST(PeakTable, UnknownNamesAndPartsOfWordsMatchNothing) {
+    // "B200" is part of "GB200", "A10" of "A1000", "L4" of "L40G": parts of words are not matches.
+    for (const char* name : {"", "NVIDIA GeForce RTX 3080", "NVIDIA RTX A6000", "Tesla V100-SXM2-16GB", "NVIDIA GB200",
+                             "NVIDIA RTX A1000", "L40G"}) {
+        EXPECT_EQ(find_peak(name), nullptr) << name;
+        EXPECT_EQ(peak_bf16_flops(name), 0) << name;
+        EXPECT_EQ(peak_bf16_match(name), "") << name;
+    }
+}
+
+// The per-SM rates reproduce the data-sheet peaks from the SM counts and boost clocks.
+TEST(PeakEstimate, ReproducesTheDataSheetPeaks) {
+    const struct {
+        const char* gpu;
+        int major, minor, sms, clock_khz;
+        double tflops;
+    } kGpus[] = {
+        {"A100", 8, 0, 108, 1410000, 312},      {"RTX 3090", 8, 6, 82, 1695000, 71},
+        {"RTX 4090", 8, 9, 128, 2520000, 165},  {"H100 SXM", 9, 0, 132, 1830000, 989},
+    };
+    for (const auto& g : kGpus)
+        EXPECT_NEAR(estimate_bf16_peak(g.major, g.minor, g.sms, g.clock_khz) / 1e12, g.tflops, 0.03 * g.tflops)
+            << g.gpu;
+}
+
+TEST(PeakEstimate, UnknownArchitecturesTakeTheNewestKnownRate) {
+    EXPECT_EQ(bf16_flops_per_sm_per_clock(7, 5), 0);  // T4: no bf16 tensor cores
+    EXPECT_EQ(bf16_flops_per_sm_per_clock(8, 7), 2048);
+    EXPECT_EQ(bf16_flops_per_sm_per_clock(9, 1), 4096);
+    EXPECT_EQ(bf16_flops_per_sm_per_clock(10, 3), 8192);
+    EXPECT_EQ(bf16_flops_per_sm_per_clock(12, 0), 512);
+    EXPECT_EQ(bf16_flops_per_sm_per_clock(15, 0), bf16_flops_per_sm_per_clock(12, 0));
+}
+
+TEST(PeakEstimate, NonsenseGivesNoPeak) {
+    EXPECT_EQ(estimate_bf16_peak(8, 0, 0, 1410000), 0);
+    EXPECT_EQ(estimate_bf16_peak(8, 0, -108, 1410000), 0);
+    EXPECT_EQ(estimate_bf16_peak(8, 0, 108, 0), 0);
+    EXPECT_EQ(estimate_bf16_peak(8, 0, 108, -1), 0);
+    EXPECT_EQ(estimate_bf16_peak(7, 5, 40, 1590000), 0);                // no bf16 tensor cores
+    EXPECT_EQ(estimate_bf16_peak(10, 0, 2147483647, 2147483647), 0);  // far above 10 PFLOP/s
+    EXPECT_EQ(estimate_bf16_peak(8, 0, 1, 1000), 0);                    // a 1 MHz clock
+}
+
+TEST(PeakEstimate, TheLogSaysWhereThePeakCameFrom) {
+    const PeakFlops known = bf16_peak("NVIDIA H100 80GB HBM3", 9, 0, 132, 1980000);
+    EXPECT_EQ(known.flops, 989e12);  // the data sheet, not SMs x clock
+    EXPECT_EQ(known.source, "H100");
+    EXPECT_EQ(known.warning, "");
+
+    const PeakFlops guessed = bf16_peak("NVIDIA GeForce RTX 3080", 8, 6, 68, 1710000);
+    EXPECT_NEAR(guessed.flops, 68 * 1.71e9 * 512, 1e6);
+    EXPECT_EQ(guessed.source, "estimate");
+    EXPECT_EQ(guessed.warning,
+              "warning: GPU NVIDIA GeForce RTX 3080 is not in the peak table of common/util/peak_flops.h; MFU uses "
+              "an estimate of 60 TFLOP/s from its 68 SMs at 1.71 GHz (sm_86)");
+
+    const PeakFlops none = bf16_peak("Mystery GPU", 8, 0, 0, 0);
+    EXPECT_EQ(none.flops, 0);
+    EXPECT_EQ(none.source, "");
+    EXPECT_EQ(none.warning,
+              "warning: GPU Mystery GPU is not in the peak table of common/util/peak_flops.h; MFU is not reported");
+
+    const PeakFlops t4 = bf16_peak("Tesla T4", 7, 5, 40, 1590000);  // known: no estimate, no warning
+    EXPECT_EQ(t4.flops, 0);
+    EXPECT_EQ(t4.source, "");
+    EXPECT_EQ(t4.warning, "");
+}
+
+TEST(UnsupportedGpu, RefusedWithWhatItLacks) {
+    EXPECT_EQ(unsupported_device_message("Tesla T4", 7, 5),
+              "GPU Tesla T4 (sm_75) lacks bf16 tensor cores: the stages need compute capability 8.0 (Ampere) or newer");
+    EXPECT_CONTAINS(unsupported_device_message("Tesla V100-SXM2-16GB", 7, 0), "GPU Tesla V100-SXM2-16GB (sm_70)");
+    for (int major : {8, 9, 10, 12}) EXPECT_EQ(unsupported_device_message("any", major, 0), "") << major;
+    EXPECT_EQ(unsupported_device_message("NVIDIA GeForce RTX 3090", 8, 6), "");
 }
 
 }  // namespace
