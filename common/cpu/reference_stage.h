@@ -16,6 +16,7 @@
 
 #include "cpu/ops.h"
 #include "train/optimizer.h"
+#include "dist/host_parallel.h"
 #include "train/parallel.h"
 #include "train/policy.h"
 #include "train/precision.h"
@@ -76,6 +77,8 @@ struct CpuBackend {
     template <class U>
     static void copy_out_async(Context& ctx, U* host, const U* src, size_t n) { copy_out(ctx, host, src, n); }
     template <class U>
+    static void copy(Context&, U* dst, const U* src, size_t n) { std::memcpy(dst, src, n * sizeof(U)); }
+    template <class U>
     static void fill_zero(Context&, U* p, size_t n) { std::memset(p, 0, n * sizeof(U)); }
     static void sum_into(Context&, double* out, const float* x, size_t n) {
         double sum = 0.0;
@@ -95,17 +98,22 @@ class CpuAdamW : public OptimizerState<CpuBackend> {
     using act_t = float;
     static constexpr const char* source = __FILE__;
 
-    CpuAdamW(CpuBackend::Context& ctx, const ParamLayout& layout) : OptimizerState(ctx, layout) {}
+    using OptimizerState::OptimizerState;
 
     const float* act_weights() const { return master(); }  // fp32 activations read the master weights
+    float* act_weights() { return master(); }
 
+    // The norm of the shard's gradients (summed over processes by after_norm() with ZeRO-1), then
+    // AdamW on the shard.
+    template <class AfterNorm = NothingAfterNorm>
     void step(CpuBackend::Context&, const float* grads, const AdamWSettings& settings, const StepScalars* scalars,
-              double* grad_sum_squares) {
-        *grad_sum_squares = cpu::sum_squares(grads, size());
+              double* grad_sum_squares, AfterNorm&& after_norm = {}) {
+        *grad_sum_squares = cpu::sum_squares(grads + shard().begin, shard().count);
+        after_norm();
         const float norm = static_cast<float>(std::sqrt(*grad_sum_squares));
         const float scale = clip_factor(norm, settings.grad_clip);
         for_each_tensor(settings, [&](size_t offset, size_t n, const AdamWSettings& tensor) {
-            cpu::adamw_update(master() + offset, m() + offset, v() + offset, grads + offset, n, tensor, scalars->lr,
+            cpu::adamw_update(master() + offset, m_at(offset), v_at(offset), grads + offset, n, tensor, scalars->lr,
                               scalars->t, scale);
         });
     }
@@ -206,7 +214,7 @@ struct CpuReference : CpuBackend {
     using ClassifierWithGrad = Unfused;
 
     using Optimizer = CpuAdamW;
-    using Parallel = SingleProcess;
+    using Parallel = HostDataParallel;  // one process unless a launcher starts several (common/dist)
 };
 
 }  // namespace gpt

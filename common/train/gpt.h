@@ -30,8 +30,10 @@
 #include "model/config.h"
 #include "model/params.h"
 #include "train/optimizer.h"
+#include "train/parallel.h"
 #include "train/policy.h"
 #include "util/error.h"
+#include "util/fnv.h"
 
 namespace gpt {
 
@@ -65,10 +67,12 @@ class GPT {
         : config_(checked(config, B, T, micro_batches)), B_(B), T_(T), slots_(micro_batches),
           Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_), ctx_(stage_tag<S>),
           own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
-          parallel_(parallel ? parallel : own_parallel_.get()), optimizer_(ctx_, layout_) {
+          parallel_(parallel ? parallel : own_parallel_.get()), shard_(parallel_->shard(layout_.total())),
+          buckets_(gradient_buckets(layout_, config_.n_layer)), optimizer_(ctx_, layout_, shard_) {
         const Sizes n(config_, B, T, micro_batches);
-        grads_ = Buffer<float>(n.params);
-        S::fill_zero(ctx_, grads_.data(), n.params);
+        // Padded to whole shards: ZeRO-1 reduces and gathers it in equal pieces per process.
+        grads_ = Buffer<float>(shard_.padded);
+        S::fill_zero(ctx_, grads_.data(), shard_.padded);
         inputs_ = Buffer<int>(n.tokens);
         targets_ = Buffer<int>(n.tokens);
         staging_ = HostBuffer<int>(n.staging);
@@ -106,20 +110,35 @@ class GPT {
 
     // --- parameters and optimizer state, in the file layout (unpadded vocabulary) ---------
 
+    // With a sharded optimizer (ZeRO-1) these gather from every process: every process calls
+    // them together. optimizer_m() and optimizer_v() then use the gradients' memory to gather
+    // in: gradients() is no longer the last step's after them.
     void set_parameters(const std::vector<float>& file_params) {
         const std::vector<float> p = pad_vocab(file_params, config_, Vp_);
         S::copy_in(ctx_, optimizer_.master(), p.data(), p.size());
         optimizer_.weights_changed(ctx_);
     }
-    std::vector<float> parameters() { return download_unpadded(optimizer_.master()); }
+    std::vector<float> parameters() {
+        // Each process updated the master weights of its shard only.
+        if (parallel_->shards_optimizer()) parallel_->all_gather(ctx_, optimizer_.master(), shard_);
+        return download_unpadded(optimizer_.master());
+    }
     std::vector<float> gradients() { return download_unpadded(grads_.data()); }
     void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v) {
         const std::vector<float> pm = pad_vocab(m, config_, Vp_), pv = pad_vocab(v, config_, Vp_);
-        S::copy_in(ctx_, optimizer_.m(), pm.data(), pm.size());
-        S::copy_in(ctx_, optimizer_.v(), pv.data(), pv.size());
+        S::copy_in(ctx_, optimizer_.m(), pm.data() + shard_.begin, shard_.count);
+        S::copy_in(ctx_, optimizer_.v(), pv.data() + shard_.begin, shard_.count);
     }
-    std::vector<float> optimizer_m() { return download_unpadded(optimizer_.m()); }
-    std::vector<float> optimizer_v() { return download_unpadded(optimizer_.v()); }
+    std::vector<float> optimizer_m() { return unpad_vocab(whole_moment(optimizer_.m()), config_, Vp_); }
+    std::vector<float> optimizer_v() { return unpad_vocab(whole_moment(optimizer_.v()), config_, Vp_); }
+
+    // A fingerprint of the weights the passes read: processes that train together must agree on
+    // it (the trainer checks that they do, every so often).
+    uint64_t weights_fingerprint() {
+        std::vector<act_t> w(layout_.total());
+        S::copy_out(ctx_, w.data(), static_cast<const act_t*>(optimizer_.act_weights()), w.size());
+        return fnv1a(w.data(), w.size() * sizeof(act_t));
+    }
 
     // What the padded rows of wte (rows V to Vp - 1, in memory only) hold in the master weights,
     // the act_t weights, the gradients and both moments, one after the other: a trainer that
@@ -128,10 +147,13 @@ class GPT {
         const size_t begin = layout_.offset[kWte] + size_t(config_.vocab_size) * config_.n_embd;
         const size_t count = size_t(Vp_ - config_.vocab_size) * config_.n_embd;
         std::vector<float> all, part(count);
-        for (const float* array : {static_cast<const float*>(optimizer_.master()), static_cast<const float*>(grads_.data()),
-                                   static_cast<const float*>(optimizer_.m()), static_cast<const float*>(optimizer_.v())}) {
+        for (const float* array : {static_cast<const float*>(optimizer_.master()), static_cast<const float*>(grads_.data())}) {
             S::copy_out(ctx_, part.data(), array + begin, count);
             all.insert(all.end(), part.begin(), part.end());
+        }
+        for (float* moment : {optimizer_.m(), optimizer_.v()}) {
+            const std::vector<float> whole = whole_moment(moment);
+            all.insert(all.end(), whole.begin() + begin, whole.begin() + begin + count);
         }
         std::vector<act_t> weights(count);
         S::copy_out(ctx_, weights.data(), optimizer_.act_weights() + begin, count);
@@ -163,14 +185,14 @@ class GPT {
         add_losses(N);
     }
 
-    void zero_grad() { S::fill_zero(ctx_, grads_.data(), layout_.total()); }
+    void zero_grad() { S::fill_zero(ctx_, grads_.data(), shard_.padded); }
 
     // The losses of the last forward() and the gradient of loss_scale · (their sum), added to
     // the parameter gradients: loss_scale = 1 / (all positions of the step) makes the gradient
     // of the step's mean loss, however many micro-batches and processes share the step.
     void backward(float loss_scale) {
         require_targets("backward()");
-        enqueue_backward(loss_scale);
+        enqueue_backward(loss_scale, false);  // more micro-batches may follow: update() reduces
     }
 
     // Sums the gradients over the processes, then the optimizer's step: gradient norm, clip
@@ -220,7 +242,9 @@ class GPT {
             for (int i = 0; i < k; ++i) {
                 upload_batch(i, B * T, true);
                 enqueue_forward(B, T);
-                enqueue_backward(loss_scale);
+                // The last micro-batch's backward hands each block's gradients, once final, to
+                // the processes' reduction.
+                enqueue_backward(loss_scale, i == k - 1);
             }
             enqueue_update(settings);
         };
@@ -339,7 +363,8 @@ class GPT {
         });
     }
 
-    void enqueue_backward(float loss_scale) {
+    // last: the step's last micro-batch, whose backward makes the gradients final.
+    void enqueue_backward(float loss_scale, bool last) {
         const int B = B_cur_, T = T_cur_, N = B * T, C = config_.n_embd, NH = config_.n_head;
         const int L = config_.n_layer;
         const act_t* P = optimizer_.act_weights();
@@ -409,18 +434,32 @@ class GPT {
                                                    a.ln1_rstd, N, C);
                 });
             }
+            if (last) gradients_ready(L - 1 - l);  // block l's gradients are final
         }
         op("embedding backward", [&] {
             O::Embedding::backward(ctx_, G + at[kWte], G + at[kWpe], dres, inputs_.data(), B, T, C);
         });
+        if (last) gradients_ready(L);  // wte, wpe and ln_f
+    }
+
+    void gradients_ready(int bucket) {
+        op("gradient reduction (bucket)", [&] { parallel_->gradients_ready(ctx_, grads_.data(), buckets_[bucket]); });
+        buckets_sent_ = bucket + 1 == int(buckets_.size());
     }
 
     void enqueue_update(const AdamWSettings& settings) {
         S::copy_in_async(ctx_, scalars_.data(), scalars_staging_.data(), 1);
-        op("gradient all-reduce", [&] { parallel_->all_reduce_sum(ctx_, grads_.data(), layout_.total()); });
+        op("gradient reduction", [&] { parallel_->reduce_gradients(ctx_, grads_.data(), shard_, buckets_sent_); });
+        buckets_sent_ = false;
+        double* sum_squares = stats_.data() + kGradSumSquares;
         op("optimizer", [&] {
-            optimizer_.step(ctx_, grads_.data(), settings, scalars_.data(), stats_.data() + kGradSumSquares);
+            optimizer_.step(ctx_, grads_.data(), settings, scalars_.data(), sum_squares, [&] {
+                // ZeRO-1: each process has the sum of squares of its shard; the norm is of all.
+                if (parallel_->shards_optimizer()) parallel_->all_reduce_sum(ctx_, sum_squares, 1);
+            });
         });
+        if (parallel_->shards_optimizer())
+            op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
         updated_ = true;
     }
 
@@ -584,6 +623,19 @@ class GPT {
         S::copy_out(ctx_, host.data(), device_array, host.size());
         return unpad_vocab(host, config_, Vp_);
     }
+    // A moment of the optimizer (its shard) as the whole padded array, gathered from every
+    // process through the gradients' memory when sharded.
+    std::vector<float> whole_moment(const float* shard_moment) {
+        std::vector<float> host(layout_.total());
+        if (!parallel_->shards_optimizer()) {
+            S::copy_out(ctx_, host.data(), shard_moment, host.size());
+            return host;
+        }
+        S::copy(ctx_, grads_.data() + shard_.begin, shard_moment, shard_.count);
+        parallel_->all_gather(ctx_, grads_.data(), shard_);
+        S::copy_out(ctx_, host.data(), grads_.data(), host.size());
+        return host;
+    }
 
     // What a captured step was recorded with: a step of another shape or settings is recaptured.
     struct CaptureKey {
@@ -607,6 +659,9 @@ class GPT {
     typename S::Context ctx_;
     std::unique_ptr<Parallel> own_parallel_;
     Parallel* parallel_;
+    Shard shard_;                 // the parameters whose optimizer state this process keeps (ZeRO-1)
+    std::vector<Bucket> buckets_;  // the gradients in the order backward finishes them
+    bool buckets_sent_ = false;    // every bucket went to the reduction in this step's backward
     Optimizer optimizer_;  // owns the weights: fp32 master, moments, and any act_t copy
 
     // host-side bookkeeping of what is queued on the device

@@ -72,6 +72,9 @@ inline std::string divergence_hint(const TrainOptions& opt, const std::string& s
 // The settings a resumed run must share with the run that saved the checkpoint: those that
 // decide which tokens each step sees (an error), and those of the schedule and optimizer (a
 // printed note: continuing with other ones is a choice, but the run is then no longer the same).
+// The number of processes may change (a checkpoint holds the whole state, whoever wrote it):
+// a step reads the same consecutive windows however they are split into micro-batches and
+// processes, as long as the tokens per step stay the same.
 inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micro_batches, int world) {
     const RunState& r = ck.run;
     const std::string where = "--resume " + opt.resume + ": ";
@@ -85,8 +88,8 @@ inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micr
     };
     must_match("--batch", r.batch, opt.batch);
     must_match("--seq", r.seq, opt.seq);
-    must_match("micro-batches per step (--total-batch)", r.micro_batches, micro_batches);
-    must_match("processes", r.world, world);
+    must_match("tokens per step (--total-batch)", (long long)r.batch * r.seq * r.micro_batches * r.world,
+               (long long)opt.batch * opt.seq * micro_batches * world);
     must_match("--seed", static_cast<long long>(r.seed), static_cast<long long>(opt.seed));
     auto note = [&](const char* option, double saved, double now) {
         if (saved != now)
@@ -104,15 +107,36 @@ inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micr
     note("--grad-clip", r.grad_clip, opt.adamw.grad_clip);
 }
 
+// Processes that train together must hold the same weights; a difference (a rank that read
+// other data, a reduction that missed a tensor) would otherwise go unnoticed and grow.
+template <class S, class Parallel>
+void check_same_weights(GPT<S>& model, Parallel& parallel, int step) {
+    const std::vector<uint64_t> all = parallel.gather_values(model.weights_fingerprint());
+    for (size_t r = 1; r < all.size(); ++r)
+        if (all[r] != all[0])
+            throw Error("after step " + std::to_string(step) + " the weights of rank " + std::to_string(r) +
+                        " differ from rank 0's: the processes no longer train the same model");
+}
+
+// How often processes that train together compare their weights (check_same_weights).
+constexpr int kCheckWeightsEvery = 100;
+
 template <class S>
 int train(const TrainOptions& opt) {
     S::check_device();
 
+    // The processes training together (one, unless a launcher started several): they meet here.
+    // Only rank 0 prints, logs, samples and writes checkpoints; the others report only errors.
+    typename Ops<S>::Parallel parallel(ParallelSettings{opt.zero});
+    const int rank = parallel.rank(), world = parallel.world();
+    if (rank > 0 && !std::freopen("/dev/null", "w", stdout))
+        throw Error("rank " + std::to_string(rank) + ": cannot silence stdout");
+
     // The outputs first: a run must not fail at its end because it cannot write what it made.
-    if (!opt.save.empty()) require_writable_path(opt.save, "--save");
+    if (!opt.save.empty() && rank == 0) require_writable_path(opt.save, "--save");
     if (opt.stop_after > 0 && opt.save.empty())
         throw Error("--stop-after " + std::to_string(opt.stop_after) + " needs --save (the checkpoint to resume from)");
-    Logger log(opt.log);
+    Logger log(rank == 0 ? opt.log : "");
 
     // Model: a checkpoint's config wins over --model.
     Checkpoint start;
@@ -131,9 +155,7 @@ int train(const TrainOptions& opt) {
     if (!opt.resume.empty() && start.m.empty())
         throw Error("--resume " + opt.resume + ": checkpoint has no optimizer state (use --init to start from it)");
 
-    // The processes training together (one, before stage 06): each reads its own windows.
-    typename Ops<S>::Parallel parallel;
-    const int rank = parallel.rank(), world = parallel.world();
+    // Each process reads its own windows of every step.
     const int micro_batches = micro_batches_per_step(opt, world);
     const long long step_tokens = static_cast<long long>(opt.batch) * opt.seq * micro_batches * world;
     if (!opt.resume.empty()) {
@@ -196,6 +218,7 @@ int train(const TrainOptions& opt) {
     std::printf("stage      %s: %s\n", S::name, S::description);
     std::printf("%s", describe_policy<S>().c_str());
     std::printf("device     %s\n", S::device_description().c_str());
+    std::printf("parallel   %s\n", parallel.describe().c_str());
     std::printf("model      %s, %zu parameters%s\n", config.describe().c_str(), ParamLayout(config).total(),
                 ckpt_path.empty() ? "" : (" from " + ckpt_path).c_str());
     std::printf("data       %s: %lld train tokens%s\n", opt.data_dir.c_str(),
@@ -262,6 +285,7 @@ int train(const TrainOptions& opt) {
         r.data_shard = train_data.position().shard;
         r.data_pos = train_data.position().pos;
         sample_rng.get_state(r.sample_rng);
+        if (rank > 0) return;  // it took part in gathering the state; rank 0 writes it
         try {
             save_checkpoint(opt.save, c);
         } catch (const Error& e) {
@@ -311,7 +335,9 @@ int train(const TrainOptions& opt) {
                             " (" + divergence_hint(opt, ckpt_path) + "); no checkpoint saved");
             log.validation(step, val_loss);
         }
-        if (opt.sample_every > 0 && ((step + 1) % opt.sample_every == 0 || last))
+        if (world > 1 && ((step + 1) % kCheckWeightsEvery == 0 || step + 1 == stop))
+            check_same_weights(model, parallel, step + 1);
+        if (rank == 0 && opt.sample_every > 0 && ((step + 1) % opt.sample_every == 0 || last))
             log.sample(step, generate(model, tokenizer.get(), opt.sample_tokens, opt.temperature, opt.top_k,
                                       sample_rng));
         if (!opt.save.empty() && ((opt.save_every > 0 && (step + 1) % opt.save_every == 0) || last || step + 1 == stop))

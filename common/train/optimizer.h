@@ -6,9 +6,11 @@
 // gradients; one call, `step()`, computes the gradient norm, the clip factor and the AdamW
 // update of every parameter, without the host waiting for the device.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 
 #include "model/params.h"
+#include "train/parallel.h"
 
 // Functions that run on the host and in kernels alike.
 #ifdef __CUDACC__
@@ -43,14 +45,27 @@ struct StepScalars {
     int t;  // AdamW's step count, from 1
 };
 
+// What an optimizer does between the gradient norm and the update by default: nothing. (A
+// sharded optimizer's norm is summed over the processes there: train/gpt.h.)
+struct NothingAfterNorm {
+    void operator()() const {}
+};
+
 // Storage of an optimizer, in the backend's memory: fp32 master weights and the moments m and
 // v, in the padded parameter layout. `Backend` supplies Context, Buffer and fill_zero.
+//
+// With ZeRO-1 (stage 06) a process keeps m and v of its shard only (train/parallel.h), and
+// updates only the weights of its shard; the weights (padded to the shard size times the
+// processes) are then gathered from all processes.
 template <class Backend>
 class OptimizerState {
   public:
     OptimizerState(typename Backend::Context& ctx, const ParamLayout& layout)
-        : layout_(layout), master_(layout.total()), m_(layout.total()), v_(layout.total()) {
-        for (float* p : {master_.data(), m_.data(), v_.data()}) Backend::fill_zero(ctx, p, layout.total());
+        : OptimizerState(ctx, layout, whole(layout.total())) {}
+    OptimizerState(typename Backend::Context& ctx, const ParamLayout& layout, const Shard& shard)
+        : layout_(layout), shard_(shard), master_(shard.padded), m_(moments(shard)), v_(moments(shard)) {
+        Backend::fill_zero(ctx, master_.data(), shard.padded);
+        for (float* p : {m_.data(), v_.data()}) Backend::fill_zero(ctx, p, moments(shard));
     }
 
     // The memory an optimizer of this layout holds, before it exists (train/memory.h). An
@@ -58,9 +73,11 @@ class OptimizerState {
     static size_t memory_bytes(const ParamLayout& layout) { return 3 * layout.total() * sizeof(float); }
 
     const ParamLayout& layout() const { return layout_; }
+    const Shard& shard() const { return shard_; }
     size_t size() const { return layout_.total(); }
     float* master() { return master_.data(); }
     const float* master() const { return master_.data(); }
+    // The moments of the shard: element i of the flat array is at m()[i - shard().begin].
     float* m() { return m_.data(); }
     float* v() { return v_.data(); }
 
@@ -69,19 +86,28 @@ class OptimizerState {
     void weights_changed(typename Backend::Context&) {}
 
   protected:
-    // Calls update(offset, n, settings) for each parameter tensor, with the weight decay that
-    // tensor gets (none for biases and LayerNorm parameters).
+    // Calls update(offset, n, settings) for each parameter tensor's part of the shard (offset in
+    // the flat array), with the weight decay that tensor gets (none for biases and LayerNorm
+    // parameters).
     template <class Update>
     void for_each_tensor(const AdamWSettings& settings, Update&& update) const {
         for (int i = 0; i < kNumParamTensors; ++i) {
+            const size_t begin = std::max(layout_.offset[i], shard_.begin);
+            const size_t end = std::min(layout_.offset[i] + layout_.size[i], shard_.end());
+            if (begin >= end) continue;
             AdamWSettings tensor = settings;
             if (!ParamLayout::decays(i)) tensor.weight_decay = 0.0f;
-            update(layout_.offset[i], layout_.size[i], tensor);
+            update(begin, end - begin, tensor);
         }
     }
+    float* m_at(size_t offset) { return m_.data() + (offset - shard_.begin); }
+    float* v_at(size_t offset) { return v_.data() + (offset - shard_.begin); }
 
   private:
+    static size_t moments(const Shard& shard) { return std::max<size_t>(1, shard.count); }  // an address even if empty
+
     ParamLayout layout_;
+    Shard shard_;
     typename Backend::template Buffer<float> master_, m_, v_;
 };
 

@@ -61,6 +61,10 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
               "tokens per optimizer step, accumulated over micro-batches (a multiple of B x T x processes; "
               "0: one micro-batch)",
               o.total_batch, 0),
+        whole("--zero", "STAGE",
+              "with several processes: 0 = each keeps the whole optimizer state, 1 = ZeRO-1, each keeps and "
+              "updates 1/processes of it",
+              o.zero, 0, 1),
         whole("--steps", "N", "optimizer steps of the whole run (the schedule's length)", o.steps, 1),
         whole("--stop-after", "K",
               "stop after step K, saving a checkpoint (needs --save); --resume it to go on (0: run all --steps)",

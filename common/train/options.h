@@ -19,6 +19,7 @@ struct TrainOptions {
     int batch = 16;
     int seq = 1024;
     long long total_batch = 0;  // tokens per optimizer step (0: one micro-batch, batch x seq x processes)
+    int zero = 0;               // ZeRO stage with several processes: 0 or 1 (sharded optimizer state)
     // optimisation
     int steps = 300;
     int stop_after = 0;  // stop (and save) after this many steps of the run; 0: run all --steps

@@ -45,28 +45,34 @@ class AdamW : public OptimizerState<CudaBackend> {
     using act_t = float;  // the forward and backward passes read the fp32 master weights themselves
     static constexpr const char* source = __FILE__;
 
-    AdamW(CudaBackend::Context& ctx, const ParamLayout& layout) : OptimizerState(ctx, layout) {}
+    using OptimizerState::OptimizerState;
 
     const float* act_weights() const { return master(); }
+    float* act_weights() { return master(); }
 
     // Writes the squared gradient norm to *grad_sum_squares (device memory) and updates every
-    // parameter. lr and t are read from *step (device memory) when the kernels run.
+    // parameter (of the shard). lr and t are read from *step (device memory) when the kernels
+    // run. after_norm() is queued in between (ZeRO-1 sums the norm over the processes there).
+    template <class AfterNorm = NothingAfterNorm>
     void step(CudaBackend::Context& ctx, const float* grads, const AdamWSettings& settings, const StepScalars* step,
-              double* grad_sum_squares) {
+              double* grad_sum_squares, AfterNorm&& after_norm = {}) {
         sum_of_squares(ctx, grad_sum_squares, grads);
+        after_norm();
         for_each_tensor(settings, [&](size_t offset, size_t n, const AdamWSettings& tensor) {
             adamw_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(master() + offset, grads + offset,
-                                                                         m() + offset, v() + offset, n, tensor, step,
+                                                                         m_at(offset), v_at(offset), n, tensor, step,
                                                                          grad_sum_squares);
             LAUNCH_CHECK();
         });
     }
 
   protected:
-    // Each block sums its part in float and adds it into a double with one atomicAdd.
+    // Of the shard's gradients. Each block sums its part in float and adds it into a double with
+    // one atomicAdd.
     void sum_of_squares(CudaBackend::Context& ctx, double* out, const float* grads) {
         CudaBackend::fill_zero(ctx, out, 1);
-        cuda::sum_into(ctx.stream, out, grads, size(), cuda::Square{});
+        if (shard().count == 0) return;
+        cuda::sum_into(ctx.stream, out, grads + shard().begin, shard().count, cuda::Square{});
         LAUNCH_CHECK();
     }
 };

@@ -41,7 +41,10 @@ class MixedPrecisionAdamW : public stage00::AdamW {
     static constexpr const char* source = __FILE__;
 
     MixedPrecisionAdamW(CudaBackend::Context& ctx, const ParamLayout& layout)
-        : stage00::AdamW(ctx, layout), act_copy_(layout.total()) {
+        : MixedPrecisionAdamW(ctx, layout, whole(layout.total())) {}
+    MixedPrecisionAdamW(CudaBackend::Context& ctx, const ParamLayout& layout, const Shard& shard)
+        : stage00::AdamW(ctx, layout, shard), act_copy_(shard.padded) {
+        CudaBackend::fill_zero(ctx, act_copy_.data(), shard.padded);
         weights_changed(ctx);
     }
 
@@ -50,6 +53,7 @@ class MixedPrecisionAdamW : public stage00::AdamW {
     }
 
     const Act* act_weights() const { return act_copy_.data(); }
+    Act* act_weights() { return act_copy_.data(); }
 
     void weights_changed(CudaBackend::Context& ctx) {
         round_weights_kernel<<<cuda::ceil_div(size(), 256), 256, 0, ctx.stream>>>(act_copy_.data(), master(),
@@ -57,12 +61,14 @@ class MixedPrecisionAdamW : public stage00::AdamW {
         LAUNCH_CHECK();
     }
 
+    template <class AfterNorm = NothingAfterNorm>
     void step(CudaBackend::Context& ctx, const float* grads, const AdamWSettings& settings, const StepScalars* step,
-              double* grad_sum_squares) {
+              double* grad_sum_squares, AfterNorm&& after_norm = {}) {
         sum_of_squares(ctx, grad_sum_squares, grads);
+        after_norm();
         for_each_tensor(settings, [&](size_t offset, size_t n, const AdamWSettings& tensor) {
             adamw_mixed_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(
-                master() + offset, act_copy_.data() + offset, grads + offset, m() + offset, v() + offset, n, tensor,
+                master() + offset, act_copy_.data() + offset, grads + offset, m_at(offset), v_at(offset), n, tensor,
                 step, grad_sum_squares);
             LAUNCH_CHECK();
         });

@@ -33,22 +33,25 @@ constexpr unsigned kAdamWThreads = 256;
 // Grid-stride: a thread's indices only grow, so its tensor only moves forward, and the setup
 // (clip factor, learning rate, step) is done once per thread instead of once per element.
 template <class Act>
-__global__ void fused_adamw_kernel(float* params, Act* act_copy, const float* grads, float* m, float* v, size_t n,
-                                   AdamWSettings s, TensorTable tensors, const StepScalars* step,
-                                   const double* grad_sum_squares) {
+__global__ void fused_adamw_kernel(float* params, Act* act_copy, const float* grads, float* m, float* v,
+                                   size_t begin, size_t end, AdamWSettings s, TensorTable tensors,
+                                   const StepScalars* step, const double* grad_sum_squares) {
     const float scale = stage00::device_clip_factor(grad_sum_squares, s);
     const float lr = step->lr;
     const int t = step->t;
     int tensor = 0;
-    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-        while (i >= tensors.end[tensor]) ++tensor;  // stops at the last tensor at the latest: its end is n
+    // [begin, end): the shard this process updates (all parameters with one process); m and v
+    // hold the shard only.
+    for (size_t i = begin + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < end;
+         i += size_t(gridDim.x) * blockDim.x) {
+        while (i >= tensors.end[tensor]) ++tensor;  // stops at the last tensor at the latest: it ends the array
         s.weight_decay = tensors.weight_decay[tensor];
-        float mi = m[i], vi = v[i];
+        float mi = m[i - begin], vi = v[i - begin];
         const float p = stage00::adamw_element(params[i], grads[i] * scale, mi, vi, lr, t, s);
         params[i] = p;
         act_copy[i] = from_float<Act>(p);
-        m[i] = mi;
-        v[i] = vi;
+        m[i - begin] = mi;
+        v[i - begin] = vi;
     }
 }
 
@@ -62,24 +65,27 @@ class FusedAdamW : public stage02::MixedPrecisionAdamW<Act> {
 
     using Base::Base;
 
+    template <class AfterNorm = NothingAfterNorm>
     void step(CudaBackend::Context& ctx, const float* grads, const AdamWSettings& settings, const StepScalars* step,
-              double* grad_sum_squares) {
+              double* grad_sum_squares, AfterNorm&& after_norm = {}) {
         this->sum_of_squares(ctx, grad_sum_squares, grads);
-        // The table from for_each_tensor: the same weight decays stage 02 passes tensor by tensor.
+        after_norm();
+        // The table of every tensor's end and weight decay: the same decays stage 02 passes
+        // tensor by tensor.
         TensorTable tensors{};
-        int i = 0;
-        this->for_each_tensor(settings, [&](size_t offset, size_t n, const AdamWSettings& tensor) {
-            tensors.end[i] = offset + n;
-            tensors.weight_decay[i] = tensor.weight_decay;
-            ++i;
-        });
+        const ParamLayout& layout = this->layout();
+        for (int i = 0; i < kNumParamTensors; ++i) {
+            tensors.end[i] = layout.offset[i] + layout.size[i];
+            tensors.weight_decay[i] = ParamLayout::decays(i) ? settings.weight_decay : 0.0f;
+        }
+        const Shard& shard = this->shard();
+        if (shard.count == 0) return;
         // As many blocks as are resident at once (one wave), and no more than there are elements for.
-        const size_t n = this->size();
-        const unsigned grid =
-            std::min(cuda::ceil_div(n, kAdamWThreads), cuda::one_wave(fused_adamw_kernel<Act>, kAdamWThreads, 0));
+        const unsigned grid = std::min(cuda::ceil_div(shard.count, kAdamWThreads),
+                                       cuda::one_wave(fused_adamw_kernel<Act>, kAdamWThreads, 0));
         fused_adamw_kernel<<<grid, kAdamWThreads, 0, ctx.stream>>>(this->master(), this->act_copy_.data(), grads,
-                                                                   this->m(), this->v(), n, settings, tensors, step,
-                                                                   grad_sum_squares);
+                                                                   this->m(), this->v(), shard.begin, shard.end(),
+                                                                   settings, tensors, step, grad_sum_squares);
         LAUNCH_CHECK();
     }
 };
