@@ -110,8 +110,11 @@ Group::Group(const Launch& launch) : launch_(launch) {
             ::listen(listener, world()) != 0) {
             const std::string why = std::strerror(errno);
             if (listener >= 0) ::close(listener);
+            // torchrun's own store may be listening on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE).
             throw Error(who + ": cannot listen on port " + std::to_string(port) + " (" + why + ")" +
-                        (port > 0 ? "; choose another MASTER_PORT" : ""));
+                        (port <= 0 ? ""
+                         : env("TORCHELASTIC_RUN_ID") ? "; under torchrun, set GPT_INIT_FILE to a path all nodes see"
+                                                      : "; choose another MASTER_PORT"));
         }
         socklen_t len = sizeof(addr);
         ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);

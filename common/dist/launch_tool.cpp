@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
                 "the signal if it was killed; 127 if COMMAND cannot be found). SIGINT and SIGTERM are passed on\n"
                 "to every copy. On several machines, run it on each with the same --nnodes, --master-addr\n"
                 "(node 0's address) and --port, and --node-rank 0 to K-1.\n\n"
-                "example: gpt_launch --nproc 8 -- ./build/stage06/train_06 --total-batch 524288\n\n"
+                "example: gpt_launch --nproc 8 -- build/stage06/stages/train_06_multi_gpu_mfu --total-batch 524288\n\n"
                 "options (default in brackets):\n%s",
                 kGraceSeconds, gpt::cli::describe(options).c_str());
             return 0;
@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
         if (!parsed.operands.empty())
             throw gpt::Error("unexpected argument '" + parsed.operands[0] + "': the command goes after -- (see --help)");
         if (split + 1 >= argc)
-            throw gpt::Error(split == argc ? "no command: give it after --, as in gpt_launch --nproc 2 -- ./train"
+            throw gpt::Error(split == argc ? "no command: give it after --, as in gpt_launch --nproc 2 -- build/stage06/stages/train_06_multi_gpu_mfu"
                                            : "no command after --");
         if (l.node_rank >= l.nnodes)
             throw gpt::Error("option --node-rank: " + std::to_string(l.node_rank) + " is not below --nnodes " +

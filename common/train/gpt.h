@@ -137,7 +137,7 @@ class GPT {
     uint64_t weights_fingerprint() {
         std::vector<act_t> w(layout_.total());
         S::copy_out(ctx_, w.data(), static_cast<const act_t*>(optimizer_.act_weights()), w.size());
-        return fnv1a(w.data(), w.size() * sizeof(act_t));
+        return fingerprint64(w.data(), w.size() * sizeof(act_t));
     }
 
     // What the padded rows of wte (rows V to Vp - 1, in memory only) hold in the master weights,

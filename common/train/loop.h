@@ -74,7 +74,8 @@ inline std::string divergence_hint(const TrainOptions& opt, const std::string& s
 // printed note: continuing with other ones is a choice, but the run is then no longer the same).
 // The number of processes may change (a checkpoint holds the whole state, whoever wrote it):
 // a step reads the same consecutive windows however they are split into micro-batches and
-// processes, as long as the tokens per step stay the same.
+// processes, as long as the tokens per step stay the same (up to the end of a shard, where the
+// tail the loader skips depends on the number of processes: docs/formats.md).
 inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micro_batches, int world) {
     const RunState& r = ck.run;
     const std::string where = "--resume " + opt.resume + ": ";

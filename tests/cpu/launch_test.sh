@@ -110,7 +110,7 @@ expect_error 1 "error: option --nproc: 0 is too small (at least 1)" --nproc 0 --
 expect_error 1 "error: option --nproc: 1025 is too large (at most 1024)" --nproc 1025 -- true
 expect_error 1 "error: option --nproc N is required (see --help)" -- true
 expect_error 1 "error: no command after --" --nproc 2 --
-expect_error 1 "error: no command: give it after --, as in gpt_launch --nproc 2 -- ./train" --nproc 2
+expect_error 1 "error: no command: give it after --, as in gpt_launch --nproc 2 -- build/stage06/stages/train_06_multi_gpu_mfu" --nproc 2
 expect_error 1 "error: unexpected argument './train': the command goes after -- (see --help)" --nproc 2 ./train
 expect_error 1 "error: option --node-rank: 2 is not below --nnodes 2" \
   --nproc 2 --nnodes 2 --node-rank 2 --master-addr 10.0.0.1 --port 29500 -- true
@@ -118,5 +118,5 @@ expect_error 1 "error: --nnodes 2 needs --master-addr and --port, the same on ev
   --nproc 2 --nnodes 2 -- true
 
 run --help
-[[ $code == 0 && $out == *"gpt_launch --nproc 8 -- ./build/stage06/train_06"* ]] || fail "--help: $out"
+[[ $code == 0 && $out == *"gpt_launch --nproc 8 -- build/stage06/stages/train_06_multi_gpu_mfu"* ]] || fail "--help: $out"
 echo "ok: --help"
