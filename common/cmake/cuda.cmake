@@ -22,9 +22,18 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 find_package(CUDAToolkit REQUIRED)
 
-# NCCL is not part of CUDAToolkit's imported targets.
-find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
-find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+# NCCL is not part of CUDAToolkit's imported targets. Where it is not installed with CUDA, the
+# copy PyTorch's wheels bring (the nvidia-nccl package) will do; NCCL_HOME points at any other.
+set(_nccl_hints $ENV{NCCL_HOME} ${CUDAToolkit_LIBRARY_ROOT} /usr)
+find_package(Python3 QUIET COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  execute_process(COMMAND ${Python3_EXECUTABLE} -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))"
+                  OUTPUT_VARIABLE _wheel_nccl OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  list(APPEND _nccl_hints ${_wheel_nccl})
+endif()
+find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${CUDAToolkit_LIBRARY_DIR} ${_nccl_hints}
+             PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ${_nccl_hints} PATH_SUFFIXES include)
 if(NCCL_LIBRARY AND NCCL_INCLUDE_DIR)
   add_library(gpt_nccl INTERFACE)
   target_link_libraries(gpt_nccl INTERFACE ${NCCL_LIBRARY})

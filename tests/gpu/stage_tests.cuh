@@ -1573,6 +1573,56 @@ TEST_F(Model, PaddingChangesNothing) {
     }
 }
 
+// With one process, the stage's Parallel piece changes nothing: stage 06 over NCCL (world size
+// 1, the step captured with its NCCL calls on a second stream) trains as stage 05. With one
+// process --zero 1 shards nothing and takes the same path; sharding, and every reduction of
+// several processes, is tested on the CPU (tests/cpu/test_parallel.cpp). Stages before 06 have
+// one process and no Parallel of their own.
+struct WithoutParallel : TestStage {
+    using Parallel = gpt::SingleProcess;
+};
+
+TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
+    SCOPED_TRACE(model_trace());
+    using Parallel = typename Ops::Parallel;
+    if constexpr (std::is_same_v<Parallel, gpt::SingleProcess>) {
+        const gpt::SingleProcess one;
+        EXPECT_EQ(one.world(), 1);
+        EXPECT_FALSE(one.shards_optimizer());
+    } else {
+        const double tol = gpt::test::model_rel_l2(kPrecision);
+        const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+        const gpt::AdamWSettings adamw;
+        const std::vector<gpt::Batch> batch = {gpt::test::reference_batch(c)};
+        const float scale = 1.0f / float(c.B * c.T);
+        // Five steps: the losses, then the gradient norms.
+        auto train = [&](auto& model, std::vector<double>& losses, std::vector<double>& norms) {
+            model.set_parameters(c.params);
+            for (int t = 1; t <= 5; ++t) {
+                const gpt::StepResult r = model.train_step(batch, c.B, c.T, scale, adamw, 1e-3f, t);
+                losses.push_back(r.loss);
+                norms.push_back(r.grad_norm);
+            }
+        };
+        gpt::GPT<WithoutParallel> b(c.config, c.B, c.T);
+        std::vector<double> losses_b, norms_b;
+        train(b, losses_b, norms_b);
+        const std::vector<float> params_b = b.parameters();
+        for (const int zero : {0, 1}) {
+            SCOPED_TRACE("--zero " + std::to_string(zero));
+            Parallel parallel(gpt::ParallelSettings{zero});
+            ASSERT_FALSE(parallel.shards_optimizer()) << "one process has nothing to shard";
+            ASSERT_EQ(parallel.world(), 1) << "run the GPU tests without a launcher's environment";
+            gpt::GPT<TestStage> a(c.config, c.B, c.T, 1, &parallel);
+            std::vector<double> losses_a, norms_a;
+            train(a, losses_a, norms_a);
+            EXPECT_TRUE(gpt::test::curves_close("losses of 5 steps", losses_a, losses_b, tol));
+            EXPECT_TRUE(gpt::test::curves_close("gradient norms of 5 steps", norms_a, norms_b, tol));
+            EXPECT_TRUE(gpt::test::rel_l2_close("parameters after 5 steps", a.parameters(), params_b, tol));
+        }
+    }
+}
+
 // ---- the policy ---------------------------------------------------------------------------------
 
 // The op table that the banner and --help print names, for every op, a file of the repository
