@@ -137,7 +137,7 @@ configure() {  # log build-dir preset extra-args...
 # --- Phases: each sets STATUS (PASS, FAIL or NO-GPU) and DETAIL -------------------------------
 
 phase_build() {
-    local log="$LOGS/build.log" targets=(bench_ceilings gpt_init gpt_prepare) n shards
+    local log="$LOGS/build.log" targets=(bench_ceilings gpt_init gpt_prepare gpt_launch headers_link_twice) n shards
     configure "$log" "$BUILD" all || { STATUS=FAIL DETAIL="configure failed (logs/build.log)"; return; }
     for n in $STAGES; do targets+=("train_$n" "test_stage$n" "bench_stage$n"); done
     run "$log" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0 ||
