@@ -16,7 +16,7 @@ out of the timing (CUDA context, cuBLAS heuristics, torch.compile). Per entry it
 The ladder computes none of the model's numbers itself: the C++ trainer's "start" event (its
 --log) says how many FLOPs a token costs and what the GPU's peak is, and the checkpoint's
 header how large the model is. So the named sizes, the FLOP count and the peak table exist
-once, in the C++ code (common/model/config.cpp, common/cuda/device.cuh).
+once, in the C++ code (common/model/config.cpp, common/util/peak_flops.h).
 
 Every entry runs in a process group of its own. On a timeout, a spent --budget or Ctrl-C the
 whole group gets SIGINT (PyTorch exits and gives the GPU back), then SIGKILL after --grace
@@ -396,7 +396,7 @@ def read_events(path, partial=False):
 
 # What the ladder takes from a trainer's "start" event (common/train/loop.h): the model's sizes
 # and parameter count, the FLOPs per token at this T, and the peak FLOP/s of the device with
-# the entry of the peak table in common/cuda/device.cuh that gave it (null where unknown).
+# the entry of the peak table in common/util/peak_flops.h that gave it (null where unknown).
 START_KEYS = ("config", "params", "flops_per_token", "peak_flops", "peak_match")
 
 
@@ -601,9 +601,9 @@ def header_lines(results):
     if meta.get("peak_flops") and meta.get("flops_per_token"):
         lines.append(("MFU", f"tokens/s x {meta['flops_per_token']:,.0f} FLOPs/token (6N + 12·L·H·Q·T) / "
                              f"{meta['peak_flops'] / 1e12:.0f} TFLOP/s, the dense bf16 peak of "
-                             f"'{meta.get('peak_match')}' in common/cuda/device.cuh{source}, for every entry"))
+                             f"'{meta.get('peak_match')}' in common/util/peak_flops.h{source}, for every entry"))
     elif meta.get("flops_per_token"):
-        lines.append(("MFU", f"not reported: {gpu} is not in the peak table of common/cuda/device.cuh{source}"))
+        lines.append(("MFU", f"not reported: {gpu} is not in the peak table of common/util/peak_flops.h{source}"))
     else:
         lines.append(("MFU", "not reported (no C++ trainer wrote a start event in this run: the FLOPs per "
                              "token and the GPU's peak come from there)"))

@@ -207,7 +207,7 @@ class LadderTest(Sandbox):
             tokens_per_s = 2 * 32 / (ms / 1000)
             self.assertAlmostEqual(e[key]["mfu"], tokens_per_s * 6000.0 / 1e9, places=12)
         with open(os.path.join(self.out, "results.txt")) as f:
-            self.assertIn("'Fake' in common/cuda/device.cuh (from the start event of cpp_00)", f.read())
+            self.assertIn("'Fake' in common/util/peak_flops.h (from the start event of cpp_00)", f.read())
         # --results-only renders the same from results.json alone
         proc = subprocess.run([sys.executable, LADDER, "--results-only", os.path.join(self.out, "results.json"),
                                "--out", os.path.join(self.dir, "again"), "--no-plot"],
