@@ -34,6 +34,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -46,6 +47,7 @@
 #include "testing/gpu_test.cuh"
 #include "testing/reference_case.h"
 #include "testing/reference_run.h"
+#include "gpu/thread_communicator.cuh"
 #include "testing/tolerance.h"
 #include "train/gpt.h"
 #include "train/policy.h"
@@ -1619,6 +1621,108 @@ TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
             EXPECT_TRUE(gpt::test::curves_close("losses of 5 steps", losses_a, losses_b, tol));
             EXPECT_TRUE(gpt::test::curves_close("gradient norms of 5 steps", norms_a, norms_b, tol));
             EXPECT_TRUE(gpt::test::rel_l2_close("parameters after 5 steps", a.parameters(), params_b, tol));
+        }
+    }
+}
+
+// Several ranks of the stage's data parallelism on one GPU: ranks that are threads, each with its
+// own model and stream, their collectives through host memory (tests/gpu/thread_communicator.cuh).
+// NCCL takes one GPU per rank; this tests what stage 06 does around NCCL's calls, on the GPU's
+// kernels: N ranks of batch B train as one rank of batch N x B, with the gradients all-reduced
+// bucket by bucket during backward (--zero 0), and with ZeRO-1's reduce-scatter, sharded AdamW
+// (the fused kernel on a shard) and all-gather of the bf16 weights (--zero 1). The threads'
+// collectives make the host wait, so these models do not capture their step.
+template <class S, class = void>
+struct ThreadRanksOf {
+    using type = void;  // the stage has no data parallelism of its own
+};
+template <class S>
+struct ThreadRanksOf<S, std::void_t<typename gpt::Ops<S>::Parallel::template WithCommunicator<
+                            gpt::test::ThreadCommunicator>>> {
+    struct type : S {
+        static constexpr bool kCaptureStep = false;
+        using Parallel =
+            typename gpt::Ops<S>::Parallel::template WithCommunicator<gpt::test::ThreadCommunicator>;
+    };
+};
+struct OneRankUncaptured : TestStage {
+    static constexpr bool kCaptureStep = false;
+    using Parallel = gpt::SingleProcess;
+};
+
+TEST_F(Model, SeveralRanksTrainAsOne) {
+    SCOPED_TRACE(model_trace());
+    using ThreadRanks = typename ThreadRanksOf<TestStage>::type;
+    if constexpr (std::is_void_v<ThreadRanks>) {
+        const gpt::SingleProcess one;  // stages before 06: one process, nothing to sum
+        EXPECT_EQ(one.world(), 1);
+    } else {
+        const gpt::GPTConfig config = gpt::test::overfit_case().config;
+        const std::vector<float> init = gpt::test::overfit_case().params;
+        const int world = 3, B = 2, T = 32, steps = 3;
+        // Step s: world x B rows of T + 1 random tokens; rank r reads rows [r*B, (r+1)*B), as the
+        // data loader gives it.
+        auto batch = [&](int step, int first_row, int rows) {
+            Rng rng(test_seed() + step);
+            std::vector<std::vector<int>> all(world * B);
+            for (auto& row : all)
+                for (int t = 0; t <= T; ++t) row.push_back(int(rng.below(config.vocab_size)));
+            gpt::Batch b;
+            for (int r = first_row; r < first_row + rows; ++r) {
+                b.inputs.insert(b.inputs.end(), all[r].begin(), all[r].end() - 1);
+                b.targets.insert(b.targets.end(), all[r].begin() + 1, all[r].end());
+            }
+            return std::vector<gpt::Batch>{b};
+        };
+        gpt::AdamWSettings adamw;
+        adamw.grad_clip = 0.5f;  // clipping on: the norm must be the norm of all gradients, not of a shard
+        const float scale = 1.0f / float(world * B * T);
+        struct Run {
+            std::vector<double> losses, norms;
+            std::vector<float> params;
+        };
+        auto train = [&](auto& model, int first_row, int rows) {
+            Run run;
+            model.set_parameters(init);
+            for (int s = 0; s < steps; ++s) {
+                const gpt::StepResult r = model.train_step(batch(s, first_row, rows), rows, T, scale, adamw, 1e-3f, s + 1);
+                run.losses.push_back(r.loss);
+                run.norms.push_back(r.grad_norm);
+            }
+            run.params = model.parameters();
+            return run;
+        };
+        gpt::GPT<OneRankUncaptured> one(config, world * B, T);
+        const Run expected = train(one, 0, world * B);
+
+        const double tol = gpt::test::model_rel_l2(kPrecision);
+        for (const int zero : {0, 1}) {
+            SCOPED_TRACE("--zero " + std::to_string(zero));
+            gpt::test::ThreadCommunicator::Ranks ranks(world);
+            std::vector<Run> runs(world);
+            std::vector<std::string> errors(world);
+            std::vector<std::thread> threads;
+            for (int r = 0; r < world; ++r)
+                threads.emplace_back([&, r] {
+                    try {
+                        gpt::test::ThreadCommunicator::join(ranks, r);
+                        typename ThreadRanks::Parallel parallel(gpt::ParallelSettings{zero});
+                        gpt::GPT<ThreadRanks> model(config, B, T, 1, &parallel);
+                        runs[r] = train(model, r * B, B);
+                    } catch (const std::exception& e) {
+                        errors[r] = e.what();
+                        ranks.abort();
+                    }
+                });
+            for (auto& t : threads) t.join();
+            for (int r = 0; r < world; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+            EXPECT_TRUE(gpt::test::curves_close("losses", runs[0].losses, expected.losses, tol));
+            EXPECT_TRUE(gpt::test::curves_close("gradient norms", runs[0].norms, expected.norms, tol));
+            EXPECT_TRUE(gpt::test::rel_l2_close("parameters", runs[0].params, expected.params, tol));
+            for (int r = 1; r < world; ++r) {  // the ranks hold one model, bit for bit
+                EXPECT_EQ(runs[r].losses, runs[0].losses) << "rank " << r;
+                EXPECT_EQ(runs[r].params, runs[0].params) << "rank " << r;
+            }
         }
     }
 }
