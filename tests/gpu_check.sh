@@ -33,6 +33,7 @@ options:
   --gtest-src DIR  GoogleTest sources for a machine without internet [env GTEST_SRC, /usr/src/googletest]
   --python PY      Python with CUDA PyTorch, for the ladder [env PYTHON, python3]
   --jobs N         parallel build jobs and tests [all cores; tests: half of them, at most 8]
+  --workshop-arch A  CUDA architecture of the workshop builds [this GPU's; without one, 80;90]
   --budget S       seconds each phase may take before it is stopped [480; kernels 360]
   --steps N        ladder steps per entry [10];  --batch B: ladder batch size [16]
   -h, --help       this text
@@ -41,10 +42,10 @@ EOF
 }
 
 die_usage() { echo "gpu_check.sh: error: $1 (see --help)" >&2; exit 2; }
-RUN=() OUT="$REPO/build/gpu_check" ARCHIVE="" GTEST_DIR="${GTEST_SRC:-}" PY="${PYTHON:-python3}"
+RUN=() OUT="$REPO/build/gpu_check" ARCHIVE="" GTEST_DIR="${GTEST_SRC:-}" PY="${PYTHON:-python3}" WORKSHOP_ARCH=""
 JOBS=$(nproc 2>/dev/null || echo 4) STEPS=10 BATCH=16 BUDGET_ALL=""
 while [[ $# -gt 0 ]]; do
-    [[ "$1" =~ ^--(phase|out|archive|gtest-src|python|jobs|budget|steps|batch)$ && ( $# -lt 2 || -z "$2" ) ]] &&
+    [[ "$1" =~ ^--(phase|out|archive|gtest-src|python|jobs|budget|steps|batch|workshop-arch)$ && ( $# -lt 2 || -z "$2" ) ]] &&
         die_usage "option $1 needs a value"
     case "$1" in
         --phase) if [[ "$2" == all ]]; then RUN+=("${PHASES[@]}"); elif [[ -n "${BUDGET[$2]:-}" ]]; then RUN+=("$2")
@@ -53,6 +54,7 @@ while [[ $# -gt 0 ]]; do
         --gtest-src) GTEST_DIR=$2; shift 2 ;; --python) PY=$2; shift 2 ;;
         --jobs) JOBS=$2; shift 2 ;;        --budget) BUDGET_ALL=$2; shift 2 ;;
         --steps) STEPS=$2; shift 2 ;;      --batch) BATCH=$2; shift 2 ;;
+        --workshop-arch) WORKSHOP_ARCH=$2; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) die_usage "unknown option '$1'" ;;
     esac
@@ -178,7 +180,8 @@ phase_workshop() {
     done
     for preset in "${presets[@]}"; do  # the builds are single large compiles: side by side
         n=${preset:5:2} dir="$REPO/build/$preset"
-        (configure "$LOGS/$preset.log" "$dir" "$preset" -DGPT_WORKSHOP_EXPECT=ON &&
+        (configure "$LOGS/$preset.log" "$dir" "$preset" -DGPT_WORKSHOP_EXPECT=ON \
+            ${WORKSHOP_ARCH:+"-DCMAKE_CUDA_ARCHITECTURES=$WORKSHOP_ARCH"} &&
             run "$LOGS/$preset.log" cmake --build "$dir" --target "test_stage$n") >/dev/null &
         pids+=($!)
     done
