@@ -1584,14 +1584,11 @@ struct WithoutParallel : TestStage {
     using Parallel = gpt::SingleProcess;
 };
 
-TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
-    SCOPED_TRACE(model_trace());
-    using Parallel = typename Ops::Parallel;
-    if constexpr (std::is_same_v<Parallel, gpt::SingleProcess>) {
-        const gpt::SingleProcess one;
-        EXPECT_EQ(one.world(), 1);
-        EXPECT_FALSE(one.shards_optimizer());
-    } else {
+// The body for a stage with a Parallel piece of its own; the stages before 06 take the
+// specialisation for SingleProcess (a class template, so that theirs never builds the twin).
+template <class Parallel>
+struct OneProcess {
+    static void trains_as_without_parallel() {
         const double tol = gpt::test::model_rel_l2(kPrecision);
         const gpt::test::ReferenceCase c = gpt::test::overfit_case();
         const gpt::AdamWSettings adamw;
@@ -1613,8 +1610,8 @@ TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
         for (const int zero : {0, 1}) {
             SCOPED_TRACE("--zero " + std::to_string(zero));
             Parallel parallel(gpt::ParallelSettings{zero});
-            ASSERT_FALSE(parallel.shards_optimizer()) << "one process has nothing to shard";
             ASSERT_EQ(parallel.world(), 1) << "run the GPU tests without a launcher's environment";
+            ASSERT_FALSE(parallel.shards_optimizer()) << "one process has nothing to shard";
             gpt::GPT<TestStage> a(c.config, c.B, c.T, 1, &parallel);
             std::vector<double> losses_a, norms_a;
             train(a, losses_a, norms_a);
@@ -1623,6 +1620,19 @@ TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
             EXPECT_TRUE(gpt::test::rel_l2_close("parameters after 5 steps", a.parameters(), params_b, tol));
         }
     }
+};
+template <>
+struct OneProcess<gpt::SingleProcess> {
+    static void trains_as_without_parallel() {
+        const gpt::SingleProcess one;
+        EXPECT_EQ(one.world(), 1);
+        EXPECT_FALSE(one.shards_optimizer());
+    }
+};
+
+TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
+    SCOPED_TRACE(model_trace());
+    OneProcess<typename Ops::Parallel>::trains_as_without_parallel();
 }
 
 // Several ranks of the stage's data parallelism on one GPU: ranks that are threads, each with its
@@ -1650,13 +1660,13 @@ struct OneRankUncaptured : TestStage {
     using Parallel = gpt::SingleProcess;
 };
 
-TEST_F(Model, SeveralRanksTrainAsOne) {
-    SCOPED_TRACE(model_trace());
-    using ThreadRanks = typename ThreadRanksOf<TestStage>::type;
-    if constexpr (std::is_void_v<ThreadRanks>) {
-        const gpt::SingleProcess one;  // stages before 06: one process, nothing to sum
-        EXPECT_EQ(one.world(), 1);
-    } else {
+// The test's body for a stage with data parallelism of its own (ThreadRanks: the stage with ranks
+// that are threads); the stages before 06 take the specialisation below, which has nothing to sum.
+// (A class template, not `if constexpr`: the discarded branch of a test's body, which is no
+// template, would still be compiled with ThreadRanks = void.)
+template <class ThreadRanks>
+struct SeveralRanks {
+    static void train_as_one() {
         const gpt::GPTConfig config = gpt::test::overfit_case().config;
         const std::vector<float> init = gpt::test::overfit_case().params;
         const int world = 3, B = 2, T = 32, steps = 3;
@@ -1685,7 +1695,8 @@ TEST_F(Model, SeveralRanksTrainAsOne) {
             Run run;
             model.set_parameters(init);
             for (int s = 0; s < steps; ++s) {
-                const gpt::StepResult r = model.train_step(batch(s, first_row, rows), rows, T, scale, adamw, 1e-3f, s + 1);
+                const gpt::StepResult r =
+                    model.train_step(batch(s, first_row, rows), rows, T, scale, adamw, 1e-3f, s + 1);
                 run.losses.push_back(r.loss);
                 run.norms.push_back(r.grad_norm);
             }
@@ -1725,6 +1736,18 @@ TEST_F(Model, SeveralRanksTrainAsOne) {
             }
         }
     }
+};
+template <>
+struct SeveralRanks<void> {
+    static void train_as_one() {
+        const gpt::SingleProcess one;  // stages before 06: one process, nothing to sum
+        EXPECT_EQ(one.world(), 1);
+    }
+};
+
+TEST_F(Model, SeveralRanksTrainAsOne) {
+    SCOPED_TRACE(model_trace());
+    SeveralRanks<typename ThreadRanksOf<TestStage>::type>::train_as_one();
 }
 
 // ---- the policy ---------------------------------------------------------------------------------
