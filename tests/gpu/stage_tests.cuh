@@ -23,6 +23,7 @@
 // tensor comparison bounds both each element and the relative L2 error of the whole tensor
 // (all_close and the tolerance table, common/testing/tolerance.h).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -1636,7 +1637,7 @@ TEST_F(Model, OneProcessTrainsAsWithoutParallel) {
 }
 
 // Several ranks of the stage's data parallelism on one GPU: ranks that are threads, each with its
-// own model and stream, their collectives through host memory (tests/gpu/thread_communicator.cuh).
+// own model and stream, their collectives through the host's TCP group (tests/gpu/thread_communicator.cuh).
 // NCCL takes one GPU per rank; this tests what stage 06 does around NCCL's calls, on the GPU's
 // kernels: N ranks of batch B train as one rank of batch N x B, with the gradients all-reduced
 // bucket by bucket during backward (--zero 0), and with ZeRO-1's reduce-scatter, sharded AdamW
@@ -1707,22 +1708,25 @@ struct SeveralRanks {
         const Run expected = train(one, 0, world * B);
 
         const double tol = gpt::test::model_rel_l2(kPrecision);
+        // The ranks meet through a file (common/dist/group.h), on the loopback interface.
+        const std::string meeting = ::testing::TempDir() + "gpt_ranks_" + std::to_string(::getpid());
+        ::setenv("GPT_INIT_FILE", meeting.c_str(), 1);
+        ::setenv("GPT_INIT_ADDR", "127.0.0.1", 1);
+        ::setenv("GPT_INIT_TIMEOUT", "60", 1);  // a rank that failed early stops the others within a minute
         for (const int zero : {0, 1}) {
             SCOPED_TRACE("--zero " + std::to_string(zero));
-            gpt::test::ThreadCommunicator::Ranks ranks(world);
             std::vector<Run> runs(world);
             std::vector<std::string> errors(world);
             std::vector<std::thread> threads;
             for (int r = 0; r < world; ++r)
                 threads.emplace_back([&, r] {
                     try {
-                        gpt::test::ThreadCommunicator::join(ranks, r);
+                        gpt::test::ThreadCommunicator::join(r, world);
                         typename ThreadRanks::Parallel parallel(gpt::ParallelSettings{zero});
                         gpt::GPT<ThreadRanks> model(config, B, T, 1, &parallel);
                         runs[r] = train(model, r * B, B);
                     } catch (const std::exception& e) {
                         errors[r] = e.what();
-                        ranks.abort();
                     }
                 });
             for (auto& t : threads) t.join();
@@ -1735,6 +1739,7 @@ struct SeveralRanks {
                 EXPECT_EQ(runs[r].params, runs[0].params) << "rank " << r;
             }
         }
+        for (const char* name : {"GPT_INIT_FILE", "GPT_INIT_ADDR", "GPT_INIT_TIMEOUT"}) ::unsetenv(name);
     }
 };
 template <>
