@@ -206,6 +206,37 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
     }
 }
 
+namespace {
+
+// One query of one head against the keys and values of positions 0..t (rows `stride` floats
+// apart): the softmax probabilities into a[0..t], their weighted sum of the values into o[0..hs).
+void attend(float* o, float* a, const float* q, const float* k, const float* v, int t, i64 stride, int hs,
+            float scale) {
+    // scores for the keys at or before t (causal), then a stable softmax
+    float maxv = -INFINITY;
+    for (int t2 = 0; t2 <= t; ++t2) {
+        const float* kt = k + t2 * stride;
+        float s = 0.0f;
+        for (int i = 0; i < hs; ++i) s += q[i] * kt[i];
+        a[t2] = s * scale;
+        maxv = std::max(maxv, a[t2]);
+    }
+    float sum = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) {
+        a[t2] = std::exp(a[t2] - maxv);
+        sum += a[t2];
+    }
+    for (int t2 = 0; t2 <= t; ++t2) a[t2] /= sum;
+    // weighted sum of the values
+    for (int i = 0; i < hs; ++i) o[i] = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) {
+        const float* vt = v + t2 * stride;
+        for (int i = 0; i < hs; ++i) o[i] += a[t2] * vt[i];
+    }
+}
+
+}  // namespace
+
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -213,32 +244,26 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
     for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
             for (int t = 0; t < T; ++t) {
-                const float* q = qkv + (i64(b) * T + t) * 3 * C + h * hs;
+                const float* seq = qkv + i64(b) * T * 3 * C;  // this sequence's rows
                 float* a = att + ((i64(b) * NH + h) * T + t) * T;
-                // scores for the keys at or before t (causal), then a stable softmax
-                float maxv = -INFINITY;
-                for (int t2 = 0; t2 <= t; ++t2) {
-                    const float* k = qkv + (i64(b) * T + t2) * 3 * C + C + h * hs;
-                    float s = 0.0f;
-                    for (int i = 0; i < hs; ++i) s += q[i] * k[i];
-                    a[t2] = s * scale;
-                    maxv = std::max(maxv, a[t2]);
-                }
-                float sum = 0.0f;
-                for (int t2 = 0; t2 <= t; ++t2) {
-                    a[t2] = std::exp(a[t2] - maxv);
-                    sum += a[t2];
-                }
-                for (int t2 = 0; t2 <= t; ++t2) a[t2] /= sum;
+                attend(out + (i64(b) * T + t) * C + h * hs, a, seq + i64(t) * 3 * C + h * hs, seq + C + h * hs,
+                       seq + 2 * C + h * hs, t, 3 * C, hs, scale);
                 for (int t2 = t + 1; t2 < T; ++t2) a[t2] = 0.0f;
-                // weighted sum of the values
-                float* o = out + (i64(b) * T + t) * C + h * hs;
-                for (int i = 0; i < hs; ++i) o[i] = 0.0f;
-                for (int t2 = 0; t2 <= t; ++t2) {
-                    const float* v = qkv + (i64(b) * T + t2) * 3 * C + 2 * C + h * hs;
-                    for (int i = 0; i < hs; ++i) o[i] += a[t2] * v[i];
-                }
             }
+        }
+    }
+}
+
+void attention_cached(float* out, const float* qkv, int past, int n, int C, int NH) {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+#pragma omp parallel for collapse(2)
+    for (int h = 0; h < NH; ++h) {
+        for (int i = 0; i < n; ++i) {
+            const int t = past + i;  // the query's position
+            std::vector<float> a(t + 1);
+            attend(out + i64(i) * C + h * hs, a.data(), qkv + i64(t) * 3 * C + h * hs, qkv + C + h * hs,
+                   qkv + 2 * C + h * hs, t, 3 * C, hs, scale);
         }
     }
 }

@@ -36,6 +36,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int C,
                         int NH);
+// Attention for text generation, one sequence with a key/value cache: qkv[past + n, 3C] holds the
+// rows of every position so far; the queries of the last n rows (positions past .. past+n-1)
+// attend causally to rows 0 .. their own; out[n, C]. The same arithmetic as attention_forward.
+void attention_cached(float* out, const float* qkv, int past, int n, int C, int NH);
 
 // GELU, tanh approximation (as GPT-2).
 void gelu_forward(float* out, const float* inp, size_t n);

@@ -86,6 +86,10 @@ struct CpuBackend {
         *out += sum;
     }
     static void synchronize(Context&) {}
+    // Text generation's attention over the key/value cache (GPT::forward_cached).
+    static void cached_attention(Context&, float* out, const float* qkv, int past, int n, int C, int NH) {
+        cpu::attention_cached(out, qkv, past, n, C, NH);
+    }
 
     struct Range {
         explicit Range(const char*) {}

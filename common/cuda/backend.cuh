@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/buffer.cuh"
+#include "cuda/cached_attention.cuh"
 #include "cuda/check.cuh"
 #include "cuda/device.cuh"
 #include "cuda/gemm.cuh"
@@ -114,6 +115,13 @@ struct CudaBackend {
         LAUNCH_CHECK();
     }
     static void synchronize(Context& ctx) { CUDA_CHECK(cudaStreamSynchronize(ctx.stream)); }
+
+    // Text generation's attention over the key/value cache (GPT::forward_cached): the same in
+    // every stage, since generation is not what any stage optimizes.
+    template <class T>
+    static void cached_attention(Context& ctx, T* out, const T* qkv, int past, int n, int C, int NH) {
+        cuda::cached_attention(ctx.stream, out, qkv, past, n, C, NH);
+    }
 
     // A named range on the profiler's timeline (Nsight Systems shows the graph's op names).
     struct Range {

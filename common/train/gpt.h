@@ -274,6 +274,23 @@ class GPT {
         return sync();
     }
 
+    // --- text generation -----------------------------------------------------------------------
+
+    // Runs n more tokens of one sequence, at positions past .. past+n-1, with a key/value cache:
+    // the q|k|v rows of every position stay in the layers' qkv activations, so the positions
+    // before `past` (run by earlier calls of this sequence) are not run again. past = 0 starts a
+    // sequence. The logits of the n positions follow (logits_at(0, i)). This uses the training
+    // activations' memory: a step (forward()) between the calls of one sequence ends it.
+    void forward_cached(const int* tokens, int n, int past) {
+        if (past < 0 || n < 1 || past + n > T_)
+            throw Error("text generation: positions " + std::to_string(past) + " to " + std::to_string(past + n - 1) +
+                        " do not fit the " + std::to_string(T_) + " positions the model was built for");
+        const int slot = take_slot();
+        write_batch(slot, tokens, nullptr, n);
+        upload_batch(slot, n, false);
+        enqueue_forward(1, n, past);
+    }
+
     // Logits of one position after forward(), as floats (the first V): waits for the device.
     std::vector<float> logits_at(int b, int t) {
         std::vector<act_t> row(config_.vocab_size);
@@ -301,15 +318,20 @@ class GPT {
         enqueue();
     }
 
-    void enqueue_forward(int B, int T) {
+    // past < 0: a training forward of B x T tokens, whose attention saves what backward needs.
+    // past >= 0: text generation (forward_cached): B = 1, the T tokens at positions past ..
+    // past+T-1, their q|k|v rows written after the cached ones, attention over all of them.
+    void enqueue_forward(int B, int T, int past = -1) {
         B_cur_ = B;
         T_cur_ = T;
         const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
         const act_t* P = optimizer_.act_weights();
         const auto& at = layout_.offset;
+        const size_t first_position = past < 0 ? 0 : size_t(past);
 
         op("embedding", [&] {
-            O::Embedding::forward(ctx_, encoded_.data(), inputs_.data(), P + at[kWte], P + at[kWpe], B, T, C);
+            O::Embedding::forward(ctx_, encoded_.data(), inputs_.data(), P + at[kWte],
+                                  P + at[kWpe] + first_position * C, B, T, C);
         });
         Layer& first = layers_[0];
         op("ln_1", [&] {
@@ -320,10 +342,14 @@ class GPT {
             Layer& a = layers_[l];
             const act_t* x = l == 0 ? encoded_.data() : layers_[l - 1].residual3;  // the block's input
             op("qkv", [&] {
-                O::Matmul::forward(ctx_, a.qkv, a.ln1, param(P, kQkvW, l), param(P, kQkvB, l), N, C, 3 * C);
+                O::Matmul::forward(ctx_, a.qkv + first_position * 3 * C, a.ln1, param(P, kQkvW, l),
+                                   param(P, kQkvB, l), N, C, 3 * C);
             });
             op("attention", [&] {
-                O::Attention::forward(ctx_, a.atty, a.att_saved, a.qkv, B, T, C, NH, scratch_.data());
+                if (past < 0)
+                    O::Attention::forward(ctx_, a.atty, a.att_saved, a.qkv, B, T, C, NH, scratch_.data());
+                else
+                    S::cached_attention(ctx_, a.atty, static_cast<const act_t*>(a.qkv), past, T, C, NH);
             });
             op("attn_proj", [&] {
                 O::Matmul::forward(ctx_, a.attproj, a.atty, param(P, kAttProjW, l), param(P, kAttProjB, l), N, C, C);

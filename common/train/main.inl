@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "train/generate.h"
 #include "train/loop.h"
 #include "train/options.h"
 #include "train/policy.h"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         Stage::configure(opt);
+        if (!opt.prompt.empty()) return gpt::generate_text<Stage>(opt);
         return gpt::train<Stage>(opt);
     } catch (const gpt::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

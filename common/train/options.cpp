@@ -85,6 +85,11 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
         whole("--sample-every", "N", "print generated text every N steps and at the end (0: never)",
               o.sample_every, 0),
         whole("--sample-tokens", "N", "tokens per sample", o.sample_tokens, 1),
+        text("--prompt", "TEXT",
+             "do not train: print a continuation of TEXT (--sample-tokens long) from --init's weights",
+             o.prompt, [](const std::string& v) {
+                 if (v.empty()) throw Error("the prompt is empty: give the text to continue");
+             }),
         real("--temperature", "X", "sampling temperature, above 0", o.temperature, above(0)),
         whole("--top-k", "K", "sample among the K most likely tokens (0: all)", o.top_k, 0),
         text("--save", "PATH", "write a checkpoint (with optimizer state) at the end", o.save),

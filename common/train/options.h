@@ -33,6 +33,7 @@ struct TrainOptions {
     int val_batches = 4;
     int sample_every = 100;
     int sample_tokens = 64;
+    std::string prompt;  // not empty: no training; print a continuation of it from --init's weights
     float temperature = 1.0f;
     int top_k = 40;
     std::string save;

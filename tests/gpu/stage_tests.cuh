@@ -486,6 +486,28 @@ TEST_F(Kernels, AttentionForward) {
     }
 }
 
+// Text generation's attention over the key/value cache (common/cuda/cached_attention.cuh, the
+// same in every stage): the queries of rows past .. past+n-1 against every row up to their own,
+// against cpu::attention_cached. Head sizes 16 and 64; the cache empty, short, odd and at
+// GPT-2's context.
+TEST_F(Kernels, CachedAttention) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    const int cases[][4] = {{0, 1, 48, 3}, {0, 9, 48, 3}, {37, 1, 48, 3}, {37, 5, 768, 12}, {1023, 1, 768, 12},
+                            {1000, 24, 128, 2}};
+    for (const auto& [past, n, C, NH] : cases) {
+        SCOPED_TRACE(testing::Message() << "past=" << past << " n=" << n << " C=" << C << " NH=" << NH);
+        const Vec qkv = rounded<Act>(random_normal(rng, size_t(past + n) * 3 * C));
+        Vec out(size_t(n) * C);
+        gpt::cpu::attention_cached(out.data(), qkv.data(), past, n, C, NH);
+        DeviceArray<Act> d_qkv(qkv), d_out(size_t(n) * C);
+        TestStage::cached_attention(ctx, d_out.data(), static_cast<const Act*>(d_qkv.data()), past, n, C, NH);
+        sync_and_check("cached_attention");
+        // fp32 arithmetic on act_t inputs, stored as act_t.
+        EXPECT_TRUE(all_close("cached_attention out", d_out.download(), rounded<Act>(out), kActTol));
+    }
+}
+
 TEST_F(Kernels, AttentionBackward) {
     Rng rng(test_seed());
     StageContext ctx;
@@ -1332,6 +1354,40 @@ TEST_F(Model, FullSizeCurveMatchesPyTorch) {
 // Step 3: an ordinary step (or a replay): neither measure may change.
 // Free memory is counted for the whole GPU, so this test must have the GPU to itself: another
 // process allocating meanwhile makes it fail (CTest: RUN_SERIAL).
+// Generation with the key/value cache (GPT::forward_cached) gives the logits a full forward of
+// the same tokens gives: a prompt of 9 tokens, then one token at a time up to 23. The two
+// differ only in the attention kernel (the stage's, or the cached one), so the bound is the
+// model's.
+TEST_F(Model, CachedGenerationMatchesTheFullForward) {
+    SCOPED_TRACE(model_trace());
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    Rng rng(test_seed());
+    const int T = std::min(23, c.T);
+    const std::vector<int> tokens = token_ids(rng, T, c.config.vocab_size);
+    gpt::GPT<TestStage> model(c.config, 1, c.T);
+    model.set_parameters(c.params);
+    model.forward(tokens.data(), nullptr, 1, T);
+    Vec expected, actual;
+    for (int t = 0; t < T; ++t) {
+        const Vec row = model.logits_at(0, t);
+        expected.insert(expected.end(), row.begin(), row.end());
+    }
+    const int prompt = std::min(9, T);
+    model.forward_cached(tokens.data(), prompt, 0);
+    for (int t = 0; t < prompt; ++t) {
+        const Vec row = model.logits_at(0, t);
+        actual.insert(actual.end(), row.begin(), row.end());
+    }
+    for (int t = prompt; t < T; ++t) {
+        model.forward_cached(tokens.data() + t, 1, t);
+        const Vec row = model.logits_at(0, 0);
+        actual.insert(actual.end(), row.begin(), row.end());
+    }
+    sync_and_check("forward_cached");
+    EXPECT_TRUE(gpt::test::rel_l2_close("logits, cached generation vs full forward", actual, expected,
+                                        gpt::test::model_rel_l2(kPrecision)));
+}
+
 TEST_F(Model, AllocatesOnlyOnce) {
     using gpt::cuda::MemoryStats;
     const gpt::test::ReferenceCase c = gpt::test::overfit_case();
