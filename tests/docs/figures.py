@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""The static figures of docs/, drawn as SVG by hand (Python 3 standard library only).
+
+    python3 tests/docs/figures.py            write every figure into docs/figures/
+    python3 tests/docs/figures.py --check    write nothing; exit 1 if a committed figure differs
+    ... [--root DIR]                         the repository (default: the one holding this file)
+
+The CTest test docs.figures_match_script runs --check. A figure is a function of this file and
+of the SVG helpers it shares with the benchmarks' plots (tests/bench/plot.py), with no date and
+no randomness: the same script always writes the same bytes. After a change to either, run it.
+
+  attention_tiles.svg   chapter 03, "Tiles": the causal score matrix at T = 256 cut into the
+                        kernel's 64 x 64 tiles (skipped, diagonal, full; the blocks in launch
+                        order), and where one block keeps its operands (q in registers, k and v
+                        tiles double-buffered in shared memory, s and o in registers per warp).
+
+The sizes drawn are the kernel's own: the constants of stages/03_flash_attention/
+flash_attention.cuh are read and compared with those this file draws; if they differ the script
+stops and says so, since the figure would no longer describe the kernel.
+"""
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "bench"))  # plot.py: the SVG helpers and colours of the benchmarks
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from plot import STAGE_COLOURS, Svg  # noqa: E402
+
+REGENERATE = "python3 tests/docs/figures.py"
+
+# Colours: Tableau 10, as in tests/bench/plot.py.
+BLUE, ORANGE, RED, TEAL, GREEN, YELLOW, PURPLE, PINK, BROWN, GREY = STAGE_COLOURS
+MUTED = "#555"
+
+# ----------------------------------------------------------------------------------------------
+# attention_tiles.svg
+
+FLASH_SOURCE = "stages/03_flash_attention/flash_attention.cuh"
+TILE, WARPS, PAD = 64, 4, 8  # what the figure draws: kTile, kWarps, kPad of FLASH_SOURCE
+T = 256                      # the sequence length drawn: 4 x 4 tiles
+HS = 64                      # GPT-2's head size
+
+
+def kernel_constants(root):
+    """kTile, kWarps and kPad as flash_attention.cuh defines them."""
+    text = (root / FLASH_SOURCE).read_text(encoding="utf-8")
+    found = {}
+    for name in ("kTile", "kWarps", "kPad"):
+        m = re.search(rf"constexpr int {name} = (\d+);", text)
+        found[name] = int(m.group(1)) if m else None
+    return found
+
+
+def defs(svg):
+    """The hatch of skipped tiles, the hatch of padding, and an arrowhead."""
+    svg.add('<defs>'
+            '<pattern id="skipped" width="8" height="8" patternUnits="userSpaceOnUse" '
+            'patternTransform="rotate(45)"><rect width="8" height="8" fill="#f5f5f5"/>'
+            '<line x1="0" y1="0" x2="0" y2="8" stroke="#d4d4d4" stroke-width="3"/></pattern>'
+            '<pattern id="padding" width="5" height="5" patternUnits="userSpaceOnUse" '
+            'patternTransform="rotate(45)"><rect width="5" height="5" fill="#e6e6e6"/>'
+            '<line x1="0" y1="0" x2="0" y2="5" stroke="#9a9a9a" stroke-width="1.5"/></pattern>'
+            '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+            'orient="auto"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker>'
+            '<marker id="arrow-white" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="6" markerHeight="6" '
+            'orient="auto"><path d="M 0 0 L 10 5 L 0 10 z" fill="white"/></marker>'
+            '</defs>')
+
+
+def polygon(svg, points, fill, opacity=1.0):
+    pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+    svg.add(f'<polygon points="{pts}" fill="{fill}" fill-opacity="{opacity}"/>')
+
+
+def arrow(svg, x1, y1, x2, y2, colour="#444", width=1.5, marker="arrow"):
+    svg.add(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+            f'stroke-width="{width}" marker-end="url(#{marker})"/>')
+
+
+def score_matrix(svg):
+    """Left: the causal T x T scores of one (batch, head), in tiles; one block per row of tiles."""
+    n = T // TILE
+    c = 76  # pixels per tile
+    gx, gy = 172, 146
+    svg.text(gx + n * c / 2, 90, "keys →", size=13, anchor="middle", weight="bold")
+    for j in range(n):
+        svg.text(gx + (j + 0.5) * c, 110, f"{j * TILE}-{(j + 1) * TILE - 1}", size=11, anchor="middle")
+        svg.text(gx + (j + 0.5) * c, 127, f"tile j = {j}", size=10, anchor="middle", colour=MUTED)
+    svg.text(gx - 12, 120, "queries ↓", size=13, anchor="end", weight="bold")
+    for i in range(n):
+        block = n - 1 - i  # q_tile = gridDim.x - 1 - blockIdx.x: block 0 takes the last row
+        y = gy + i * c
+        svg.text(gx - 12, y + c / 2 - 3, f"block {block}", size=13, anchor="end", weight="bold")
+        svg.text(gx - 12, y + c / 2 + 13, f"queries {i * TILE}-{(i + 1) * TILE - 1}", size=10, anchor="end",
+                 colour=MUTED)
+        svg.text(gx + n * c + 8, y + c / 2 + 4, f"{i + 1} tile{'s' if i else ''}", size=11, colour=MUTED)
+        for j in range(n):
+            x = gx + j * c
+            if j > i:
+                svg.rect(x, y, c, c, "url(#skipped)")
+            elif j < i:
+                svg.rect(x, y, c, c, BLUE, opacity=0.9)
+                svg.text(x + c / 2, y + c / 2 - 2, "full", size=11, anchor="middle", colour="white")
+            else:
+                # Keys after the query (column > row, the upper-right triangle) are set to -inf.
+                polygon(svg, [(x, y), (x + c, y), (x + c, y + c)], RED, opacity=0.22)
+                polygon(svg, [(x, y), (x, y + c), (x + c, y + c)], BLUE, opacity=0.9)
+                svg.text(x + 0.7 * c, y + 0.34 * c, "−∞", size=13, anchor="middle", colour="#a02828")
+            svg.rect(x, y, c, c, "none", stroke="white", width=2)
+        # The walk of the block along its row: key tile 0 up to its own.
+        arrow(svg, gx + 8, y + c - 11, gx + i * c + c * 0.62, y + c - 11, colour="white", width=1.5,
+              marker="arrow-white")
+    svg.rect(gx, gy, n * c, n * c, "none", stroke="#888", width=1)
+
+    # Which buffer each key tile goes through (j mod 2), under the grid.
+    by = gy + n * c + 18
+    svg.text(gx - 12, by, "k, v buffer", size=11, anchor="end", colour=MUTED)
+    for j in range(n):
+        svg.text(gx + (j + 0.5) * c, by, f"{j % 2}", size=11, anchor="middle", colour=ORANGE, weight="bold")
+
+    # Legend and notes.
+    ly = by + 32
+    x0 = 24
+    svg.rect(x0, ly - 11, 22, 14, BLUE, opacity=0.9)
+    svg.text(x0 + 30, ly, "full: every score of the tile is used", size=12)
+    ly += 22
+    polygon(svg, [(x0, ly - 11), (x0 + 22, ly - 11), (x0 + 22, ly + 3)], RED, opacity=0.22)
+    polygon(svg, [(x0, ly - 11), (x0, ly + 3), (x0 + 22, ly + 3)], BLUE, opacity=0.9)
+    svg.text(x0 + 30, ly, "diagonal: keys after the query set to −∞ (scale_and_mask)", size=12)
+    ly += 22
+    svg.rect(x0, ly - 11, 22, 14, "url(#skipped)", stroke="#ccc", width=1)
+    svg.text(x0 + 30, ly, "skipped: above the diagonal, never loaded, never computed", size=12)
+    ly += 30
+    for line in ("One block per 64 queries of one (batch, head): grid (T/64, B·NH).",
+                 "Block 0 takes the last, longest row (q_tile = gridDim.x − 1 − blockIdx.x):",
+                 "the long rows start first, the short ones fill in at the end.",
+                 "Each block walks its row left to right (→), key tile 0 up to its own."):
+        svg.text(x0, ly, line, size=12, colour="#333")
+        ly += 18
+
+
+def one_block(svg):
+    """Right: one block while it works on key tile j: what lives where."""
+    x0, x1 = 560, 1096
+    svg.text(x0, 90, "One block, at key tile j", size=14, weight="bold")
+    svg.text(x0, 108, f"{32 * WARPS} threads = {WARPS} warps; warp w owns query rows 16w to 16w + 15",
+             size=12, colour=MUTED)
+
+    # Global memory.
+    top = 120
+    svg.rect(x0, top, x1 - x0, 62, "#f7f7f7", stroke="#bbb")
+    svg.text(x0 + 10, top + 18, "global memory (HBM)", size=12, weight="bold")
+    svg.text(x0 + 10, top + 36, "qkv [B, T, 3C] bf16: q, k and v of every head, read in place (no permutes)",
+             size=11, colour="#333")
+    svg.text(x0 + 10, top + 52, "out [B, T, C] and lse (one float per row): written once, after the last tile",
+             size=11, colour="#333")
+
+    # Global -> shared: cp.async.
+    arrow(svg, x0 + 60, top + 62, x0 + 60, top + 100)
+    svg.text(x0 + 72, top + 80, "cp.async, 16 bytes at a time: tile j + 1 loads while tile j is computed on",
+             size=11, colour="#333")
+    svg.text(x0 + 72, top + 95, "(q once, at the start, through k_s[1] on its way to the registers)",
+             size=11, colour=MUTED)
+
+    # Shared memory: k and v, two buffers each, rows of 64 + 8 bf16.
+    top = 222
+    ld = HS + PAD
+    shared_bytes = 2 * 2 * TILE * ld * 2
+    svg.rect(x0, top, x1 - x0, 150, "#fffaf3", stroke="#bbb")
+    svg.text(x0 + 10, top + 18, "shared memory", size=12, weight="bold")
+    svg.text(x0 + 124, top + 18, f"k and v, two buffers each (buf = j mod 2): {shared_bytes:,} bytes per block",
+             size=11, colour="#333")
+    px = 1.5  # pixels per column; a row of the tile is one pixel
+    tw, pw = HS * px, PAD * px
+    ty = top + 30
+    for bi, (name, colour, x) in enumerate((("k_s", ORANGE, x0 + 14), ("k_s", ORANGE, x0 + 138),
+                                            ("v_s", GREEN, x0 + 276), ("v_s", GREEN, x0 + 400))):
+        buf = bi % 2
+        computing = buf == 0
+        svg.rect(x, ty, tw, TILE, colour, opacity=0.9 if computing else 0.3,
+                 stroke=colour, width=1.5, dash=None if computing else "4,3")
+        svg.rect(x + tw, ty, pw, TILE, "url(#padding)", stroke="#999", width=0.8)
+        who = "key" if name == "k_s" else "value"
+        svg.text(x + tw / 2, ty + 26, f"{name}[{'buf' if computing else '1 − buf'}]", size=11, anchor="middle",
+                 weight="bold", colour="white" if computing else "#333")
+        svg.text(x + tw / 2, ty + 42, f"{who} tile {'j' if computing else 'j + 1'}", size=10, anchor="middle",
+                 colour="white" if computing else "#333")
+        svg.text(x + (tw + pw) / 2, ty + TILE + 14, "in use" if computing else "arriving", size=10,
+                 anchor="middle", colour=MUTED)
+    svg.text(x0 + 10, top + 124, f"each: {TILE} rows × ({HS} + {PAD}) bf16. The {PAD} extra (hatched) make rows "
+             f"{ld * 2} bytes apart,", size=11, colour="#333")
+    svg.text(x0 + 10, top + 140, "so the 8 rows one ldmatrix reads fall on different banks.", size=11,
+             colour="#333")
+
+    # Shared -> registers: ldmatrix.
+    arrow(svg, x0 + 60, top + 150, x0 + 60, top + 184)
+    svg.text(x0 + 72, top + 171, "ldmatrix: each thread gets its part of four 8×8 matrices (v transposed on "
+             "the way)", size=11, colour="#333")
+
+    # Registers, per warp.
+    top = 406
+    svg.rect(x0, top, x1 - x0, 184, "#f5f8fc", stroke="#bbb")
+    svg.text(x0 + 10, top + 18, "registers", size=12, weight="bold")
+    svg.text(x0 + 80, top + 18, "each warp its own 16 rows; mma.sync.m16n8k16: bf16 in, fp32 sums", size=11,
+             colour="#333")
+    qx, sx, ox, w = x0 + 88, x0 + 244, x0 + 400, 112
+    hy = top + 38
+    svg.text(qx + w / 2, hy, "q: loaded once", size=10, anchor="middle", colour=MUTED)
+    svg.text(sx + w / 2, hy, "s = q·kᵀ, then p", size=10, anchor="middle", colour=MUTED)
+    svg.text(ox + w / 2, hy, "o += p·v (with m, ℓ)", size=10, anchor="middle", colour=MUTED)
+    for wi in range(WARPS):
+        y = top + 46 + wi * 30
+        svg.text(x0 + 12, y + 15, f"warp {wi}", size=11, weight="bold")
+        svg.rect(qx, y, w, 22, BLUE, opacity=0.9)
+        svg.text(qx + w / 2, y + 15, f"q  16 × {HS} bf16", size=10, anchor="middle", colour="white")
+        svg.text((qx + w + sx) / 2, y + 15, "· kᵀ →", size=11, anchor="middle", colour="#333")
+        svg.rect(sx, y, w, 22, PURPLE, opacity=0.9)
+        svg.text(sx + w / 2, y + 15, f"s  16 × {TILE} fp32", size=10, anchor="middle", colour="white")
+        svg.text((sx + w + ox) / 2, y + 15, "· v →", size=11, anchor="middle", colour="#333")
+        svg.rect(ox, y, w, 22, YELLOW, opacity=0.9)
+        svg.text(ox + w / 2, y + 15, f"o  16 × {HS} fp32", size=10, anchor="middle", colour="#222")
+    svg.text(x0 + 10, top + 170, "s becomes p (online softmax) and feeds the second product without leaving "
+             "the registers.", size=11, colour="#333")
+    svg.text(x0, top + 206, "After the last tile: out = o / ℓ (bf16) and lse = m + log ℓ go to global memory.",
+             size=12, colour="#333")
+
+
+def attention_tiles(path):
+    W, H = 1120, 640
+    svg = Svg(W, H)
+    defs(svg)
+    svg.text(24, 30, f"The tiles of flash attention (stage 03), T = {T}: {TILE} queries × {TILE} keys per tile",
+             size=17, weight="bold")
+    svg.text(24, 50, "left: the causal scores of one (batch, head) and the blocks that compute them; "
+             "right: where one block keeps its operands", size=12, colour=MUTED)
+    svg.line(536, 78, 536, H - 20, colour="#e3e3e3")
+    score_matrix(svg)
+    one_block(svg)
+    svg.write(str(path))
+
+
+FIGURES = {"attention_tiles.svg": attention_tiles}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed figure differs")
+    parser.add_argument("--root", type=Path, default=HERE.parents[1], help="repository root")
+    args = parser.parse_args()
+    root = args.root.resolve()
+
+    constants = kernel_constants(root)
+    drawn = {"kTile": TILE, "kWarps": WARPS, "kPad": PAD}
+    if constants != drawn:
+        print(f"figures.py: {FLASH_SOURCE} has {constants}, attention_tiles.svg draws {drawn}: "
+              "update tests/docs/figures.py", file=sys.stderr)
+        return 1
+
+    out_dir = root / "docs" / "figures"
+    stale = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, draw in FIGURES.items():
+            target = out_dir / name
+            if not args.check:
+                out_dir.mkdir(parents=True, exist_ok=True)
+                draw(target)
+                print(f"wrote {target.relative_to(root)}")
+                continue
+            fresh = Path(tmp) / name
+            draw(fresh)
+            if not target.exists() or target.read_bytes() != fresh.read_bytes():
+                stale.append(str(target.relative_to(root)))
+    if stale:
+        for name in stale:
+            print(f"figures.py: {name} is not what the script draws; run {REGENERATE}", file=sys.stderr)
+        return 1
+    if args.check:
+        print(f"figures.py: {len(FIGURES)} figure(s) match the script")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
