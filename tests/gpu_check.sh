@@ -200,6 +200,18 @@ phase_workshop() {
         total=$((total + 1)) detail+="; $preset: $DETAIL"
         echo "  $preset: $DETAIL"
     done
+    # Without a GPU, the room check (tests/workshop_check.sh, docs/workshop.md) over these builds
+    # must report every exercise SKIPPED: its tests start, and skip (about 10 s in all).
+    if no_gpu && ((bad == 0 && total > 0)); then
+        : >"$LOGS/workshop_check.log"
+        if SHOW=1 run "$LOGS/workshop_check.log" "$REPO/tests/workshop_check.sh" --no-build --jobs "$TEST_JOBS" \
+            "${presets[@]%-workshop}" &&
+            ! grep -E '^stage[0-9]{2}\.[a-z0-9_]+ ' "$LOGS/workshop_check.log" | grep -vqE '^[^ ]+ +SKIPPED +no GPU'; then
+            detail+="; tests/workshop_check.sh reports every exercise SKIPPED"
+        else
+            bad=$((bad + 1)) detail+="; tests/workshop_check.sh did not report every exercise SKIPPED (logs/workshop_check.log)"
+        fi
+    fi
     DETAIL="${#presets[@]} workshop presets$detail"
     if ((bad > 0 || total == 0)); then STATUS=FAIL; elif no_gpu; then STATUS=NO-GPU; else STATUS=PASS; fi
 }
