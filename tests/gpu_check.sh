@@ -22,8 +22,10 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
   workshop   each stageNN-workshop preset: build test_stageNN with the exercises as stubs; every
              exercise's tests must fail naming it, every other GPU test must pass
   kernels    bench_stageNN: every op forward and backward at GPT-2 124M shapes, JSON + table;
+             tests/bench/step_breakdown.py: from those, where one step's time goes per stage;
              then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends
-  ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU
+  ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU;
+             the step breakdown again, with the ladder's ms/step beside its sums
   curve      (not in `all`) write the PyTorch reference curve of GPT-2 124M on the default corpus
 
 options:
@@ -227,6 +229,17 @@ phase_kernels() {
         ((rc == 3)) && { STATUS=NO-GPU DETAIL="bench_stageNN needs a GPU"; return; }
         ((rc == 0)) && done=$((done + 1)) || bad=$((bad + 1))
     done
+    # Where one step's time goes, per stage, from those JSON files (a figure, which fails nothing:
+    # without Python, or should the script fail, the measurements above still stand).
+    local breakdown=""
+    if ((done > 0)) && command -v "$PY" >/dev/null 2>&1; then
+        if (cd "$REPO" && SHOW=1 run "$LOGS/step_breakdown.log" "$PY" tests/bench/step_breakdown.py \
+            --out "$OUT/kernels/step_breakdown.svg" "$OUT"/kernels/stage[0-9][0-9].json); then
+            breakdown=", kernels/step_breakdown.svg"
+        else
+            breakdown="; step_breakdown.py reported a problem (logs/step_breakdown.log)"
+        fi
+    fi
     # Attention alone beside PyTorch's SDPA backends, at T = 1024 and 2048 (tests/bench/attention.py).
     if (cd "$REPO" && SHOW=1 run "$LOGS/attention.log" "$PY" tests/bench/attention.py --build "$BUILD" \
         --out "$OUT/attention" --stages "$(echo $STAGES | tr ' ' ',')"); then
@@ -234,7 +247,7 @@ phase_kernels() {
     else
         bad=$((bad + 1)) && echo "  tests/bench/attention.py failed (logs/attention.log)"
     fi
-    DETAIL="$done of $(($(wc -w <<< "$STAGES") + 1)) measured (stages, then attention.py), $bad failed; JSON in kernels/, attention/"
+    DETAIL="$done of $(($(wc -w <<< "$STAGES") + 1)) measured (stages, then attention.py), $bad failed; JSON in kernels/, attention/$breakdown"
     ((bad == 0)) && STATUS=PASS || STATUS=FAIL
 }
 
@@ -253,6 +266,12 @@ phase_ladder() {
     fi
     (cd "$REPO" && SHOW=1 run "$LOGS/ladder.log" "$PY" "${args[@]}") && STATUS=PASS || STATUS=FAIL
     DETAIL="results in ladder/ (results.md, results.json)"
+    # The kernels phase's step breakdown again, with this ladder's ms/step beside its sums.
+    if [[ -f "$OUT/ladder/results.json" ]] && compgen -G "$OUT/kernels/stage[0-9][0-9].json" >/dev/null; then
+        (cd "$REPO" && SHOW=1 run "$LOGS/step_breakdown.log" "$PY" tests/bench/step_breakdown.py --batch "$BATCH" \
+            --out "$OUT/kernels/step_breakdown.svg" --ladder "$OUT/ladder/results.json" \
+            "$OUT"/kernels/stage[0-9][0-9].json) && DETAIL+="; kernels/step_breakdown.svg beside the ladder"
+    fi
 }
 
 phase_curve() {

@@ -1,0 +1,470 @@
+#!/usr/bin/env python3
+"""Where one training step's time goes, per stage: one stacked bar per stage, as SVG.
+
+usage: step_breakdown.py --out FILE.svg [--batch 16] [--ladder results.json] STAGE.json...
+
+The input is the JSON of the kernel benchmark (`bench_stageNN --json`, tests/bench/README.md,
+"The kernel benchmark"), one file per stage. Every row of it is one op, one pass, at one batch
+size, timed alone: the median of warm runs with the L2 cache emptied before each. A training
+step runs most of those ops many times (once per block, forward and backward), so each op's
+share of a step is
+
+    ms of the op in one step = its median × how many times one step runs it
+
+and the bar of a stage is those products side by side, grouped (GROUPS below). How many times
+one step runs each op is read off the model graph, common/train/gpt.h (enqueue_forward,
+enqueue_backward, enqueue_update), and written down once, in ROWS and SLOTS below: the script
+computes no multiplicity by itself, it looks each row's name up.
+
+The fusion slots (common/train/policy.h): the graph calls four groups of ops through one name
+each. A stage that leaves a slot unfused runs its composition (common/train/compose.h), the
+single ops one after the other, and the benchmark's row for the slot then says so in its
+`source` ("unfused: Matmul, then Gelu (common/train/compose.h)"): that row is not counted, the
+single ops' rows are (ROWS counts the calls the compositions make). A stage that fills a slot
+with a fused kernel (stage 04 on) has a row for it with its own source: that row is counted,
+and the calls of the single ops it replaces are taken off theirs (SLOTS[...].replaces).
+
+What the sum is not: a profiler trace. It leaves out what happens between the ops (kernel
+launch gaps, the host's work, the batch's upload, the memsets and the loss sum of
+common/train/gpt.h), and each op was timed from DRAM while in a step it may find its input
+still in L2. So compare it with the ladder's measured ms/step (--ladder): the difference is
+the time the ops alone do not explain.
+
+Output: the SVG (--out) and, on stdout, the same numbers as a table (--detail: also every row
+with its median and its count). A row the tables below do not know, and a row the step needs
+but the file lacks or did not measure, are reported on stderr, listed under the table and
+noted in the figure.
+
+Exit status: 0 the figure is written and complete; 1 written, but a row was unknown or missing
+(the figure says which stage is incomplete); 2 bad usage, or no input could be read.
+
+Python 3 standard library only. See tests/bench/README.md.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # plot.py, next to this file
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from plot import STAGE_COLOURS, Svg, fmt_tick, nice_ticks  # noqa: E402
+
+# GPT-2 124M, the only model the kernel benchmark measures (kernel_bench.cuh: config "d12").
+N_LAYER = 12
+
+# ----------------------------------------------------------------------------------------------
+# The groups of the bar, left to right, with their colours (the Tableau 10 of plot.py).
+
+GROUPS = [
+    # key, label in the legend and the table, colour
+    ("matmul", "matmuls of the blocks (qkv, attn_proj, fc, fc_proj)", STAGE_COLOURS[0]),
+    ("lm_head", "LM head (the tied output matmul)", STAGE_COLOURS[3]),
+    ("attention", "attention", STAGE_COLOURS[2]),
+    ("layernorm", "LayerNorm", STAGE_COLOURS[1]),
+    ("gelu_residual", "GELU + residual add", STAGE_COLOURS[5]),
+    ("classifier", "classifier (softmax, loss, its gradient)", STAGE_COLOURS[6]),
+    ("embedding", "embedding", STAGE_COLOURS[8]),
+    ("optimizer", "optimizer (gradient norm, AdamW)", STAGE_COLOURS[4]),
+]
+# What a group holds besides, in a stage that fills a fusion slot (SLOTS below).
+FUSED_NOTE = {"matmul": "; fused: with the GELU", "layernorm": "; fused: with the residual add"}
+GROUP_SHORT = {"matmul": "block matmuls", "lm_head": "LM head", "attention": "attention",
+               "layernorm": "LayerNorm", "gelu_residual": "GELU + residual", "classifier": "classifier",
+               "embedding": "embedding", "optimizer": "optimizer"}
+
+# ----------------------------------------------------------------------------------------------
+# The table: every row name of the kernel benchmark ("op pass", as `--ops` matches it), with
+# how many times one training step calls it. A count is (per_block, once): per_block × n_layer
+# + once. L below is n_layer (12).
+
+ROWS = {
+    # The single ops. Their counts include the calls the unfused slots' compositions make.
+    #   row name                       group            per block, once   where gpt.h calls it
+    "Embedding forward":          ("embedding",     0, 1),  # "embedding"
+    "Embedding backward":         ("embedding",     0, 1),  # "embedding backward"
+    # ln_1 of block 0, plus the LayerNorm of each ResidualLayerNorm: residual+ln_2 in every block,
+    # and residual+ln_1 of the next block (residual+ln_f after the last): 2L + 1.
+    "LayerNorm forward":          ("layernorm",     2, 1),
+    # The same backward: residual+ln_f, residual+ln_2 in every block, residual+ln_1 in blocks
+    # 1..L-1, and ln_1 of block 0: 2L + 1 (ResidualLayerNorm's backward is LayerNorm's).
+    "LayerNorm backward":         ("layernorm",     2, 1),
+    "Matmul qkv forward":         ("matmul",        1, 0),  # "qkv"
+    "Matmul qkv backward":        ("matmul",        1, 0),  # "qkv backward"
+    "Matmul attn_proj forward":   ("matmul",        1, 0),  # "attn_proj"
+    "Matmul attn_proj backward":  ("matmul",        1, 0),  # "attn_proj backward"
+    "Matmul fc forward":          ("matmul",        1, 0),  # inside "fc+gelu" (MatmulBiasGelu)
+    "Matmul fc backward":         ("matmul",        1, 0),  # "fc backward"
+    "Matmul fc_proj forward":     ("matmul",        1, 0),  # "fc_proj"
+    "Matmul fc_proj backward":    ("matmul",        1, 0),  # inside "fc_proj+gelu backward" (MatmulBackwardGelu)
+    "Matmul lm_head forward":     ("lm_head",       0, 1),  # "lm_head"
+    "Matmul lm_head backward":    ("lm_head",       0, 1),  # "lm_head backward"
+    "Attention forward":          ("attention",     1, 0),  # "attention"
+    "Attention backward":         ("attention",     1, 0),  # "attention backward"
+    "Gelu forward":               ("gelu_residual", 1, 0),  # inside "fc+gelu"
+    "Gelu backward":              ("gelu_residual", 1, 0),  # inside "fc_proj+gelu backward"
+    "Residual forward":           ("gelu_residual", 2, 0),  # inside each ResidualLayerNorm forward: 2L
+    "Classifier forward":         ("classifier",    0, 1),  # inside "classifier" (ClassifierWithGrad)
+    "Classifier backward":        ("classifier",    0, 1),  # the same
+    "Optimizer step":             ("optimizer",     0, 1),  # "optimizer" (enqueue_update)
+}
+
+
+class Slot:
+    """A fusion slot's row: counted when the stage fills the slot with a fused kernel, in place of
+    the calls of `replaces` (the composition's single ops, each called once per slot call)."""
+
+    def __init__(self, group, per_block, once, replaces):
+        self.group, self.per_block, self.once, self.replaces = group, per_block, once, replaces
+
+
+SLOTS = {
+    # "fc+gelu", once per block: y = gelu(x · Wᵀ + b).
+    "MatmulBiasGelu fc forward": Slot("matmul", 1, 0, ["Matmul fc forward", "Gelu forward"]),
+    # "fc_proj+gelu backward", once per block: fc_proj's backward carried on through the GELU.
+    "MatmulBackwardGelu fc_proj backward": Slot("matmul", 1, 0, ["Matmul fc_proj backward", "Gelu backward"]),
+    # The benchmark before the slot above existed (the JSONs of 2026-11-23) gave MatmulBiasGelu a
+    # backward: the GELU's backward, then fc's. One step runs the same single ops either way.
+    "MatmulBiasGelu fc backward": Slot("matmul", 1, 0, ["Gelu backward", "Matmul fc backward"]),
+    # "residual+ln_2" and "residual+ln_1" (or "residual+ln_f"): twice per block.
+    "ResidualLayerNorm forward": Slot("layernorm", 2, 0, ["Residual forward", "LayerNorm forward"]),
+    "ResidualLayerNorm backward": Slot("layernorm", 2, 0, ["LayerNorm backward"]),
+    # "classifier": the loss and the logits' gradient, once.
+    "ClassifierWithGrad forward+backward": Slot("classifier", 0, 1, ["Classifier forward", "Classifier backward"]),
+}
+
+# Rows that are not part of a step, on purpose.
+NOT_IN_A_STEP = [
+    (re.compile(r"^Matmul lm_head at \d+ "),
+     "the LM head at another width (stage 05's padding question); a step runs `Matmul lm_head`"),
+]
+
+
+def calls(per_block, once, n_layer):
+    return per_block * n_layer + once
+
+
+# ----------------------------------------------------------------------------------------------
+# One stage's breakdown
+
+
+class Stage:
+    def __init__(self, path, data, batch, n_layer):
+        self.path = path
+        self.name = data.get("stage", "??")
+        self.number = self.name[:2]
+        self.short = self.name[3:].replace("_", " ") if len(self.name) > 3 else self.name
+        self.gpu = data.get("device_name") or data.get("device") or "unknown GPU"
+        self.date = (data.get("date") or "")[:10]
+        self.seq = (data.get("settings") or {}).get("seq")
+        self.batch = batch
+        self.n_layer = n_layer
+        self.groups = {key: 0.0 for key, _, _ in GROUPS}
+        self.counted = []      # (row name, median ms, calls, ms in the step, group, note)
+        self.not_counted = []  # (row name, why)
+        self.problems = []     # what makes this bar incomplete
+
+        # The rows at this batch size, and those of no batch size (the optimizer's).
+        rows = {}
+        for r in data.get("rows", []):
+            if r.get("batch") not in (batch, None):
+                continue
+            name = f"{r.get('op')} {r.get('pass')}"
+            rows[name] = r
+        self.rows_at_batch = sum(1 for r in rows.values() if r.get("batch") == batch)
+
+        # The single ops' calls, less those of the slots the stage fills with a fused kernel.
+        need = {name: calls(pb, once, n_layer) for name, (_, pb, once) in ROWS.items()}
+        for name, r in rows.items():
+            slot = SLOTS.get(name)
+            if slot is None:
+                continue
+            if str(r.get("source", "")).startswith("unfused"):
+                self.not_counted.append((name, "slot left unfused: its single ops are counted"))
+                continue
+            n = calls(slot.per_block, slot.once, n_layer)
+            for single in slot.replaces:
+                need[single] -= n
+            self.add(name, r, n, slot.group, f"fused: {r.get('source', '')}")
+
+        for name, r in rows.items():
+            if name in SLOTS:
+                continue
+            if name in ROWS:
+                n = need[name]
+                if n < 0:
+                    self.problems.append(f"{name}: fused slots replace more calls than the step makes")
+                elif n == 0:
+                    self.not_counted.append((name, "replaced by a fused slot"))
+                else:
+                    self.add(name, r, n, ROWS[name][0], "")
+                continue
+            why = next((why for pattern, why in NOT_IN_A_STEP if pattern.search(name)), None)
+            if why:
+                self.not_counted.append((name, why))
+            else:
+                self.not_counted.append((name, "UNKNOWN: not in the tables of step_breakdown.py"))
+                self.problems.append(f"row '{name}' is not in the tables of step_breakdown.py (ROWS, SLOTS)")
+
+        # Rows the step needs that the file does not have.
+        for name, n in need.items():
+            if n > 0 and name not in rows:
+                self.problems.append(f"row '{name}' (B={batch}) is not in the file")
+
+    def add(self, name, r, n, group, note):
+        ms = r.get("ms_median")
+        if r.get("status") != "ok" or not isinstance(ms, (int, float)):
+            self.problems.append(f"row '{name}' has no time ({r.get('status', 'not measured')}"
+                                 + (f": {r['reason']}" if r.get("reason") else "") + ")")
+            self.not_counted.append((name, f"{r.get('status', 'not measured')}"))
+            return
+        self.groups[group] += ms * n
+        self.counted.append((name, ms, n, ms * n, group, note))
+
+    @property
+    def total(self):
+        return sum(self.groups.values())
+
+
+# ----------------------------------------------------------------------------------------------
+# The ladder's measured ms/step
+
+
+def read_ladder(path, batch, seq, gpus):
+    """{stage number: ms/step} of the ladder's C++ entries, and a note when it cannot be compared."""
+    with open(path, encoding="utf-8") as f:
+        results = json.load(f)
+    meta = results.get("meta", {})
+    if meta.get("gpu") and meta["gpu"] not in gpus:
+        return {}, f"the ladder ran on {meta['gpu']}, the kernel benchmark on {' / '.join(sorted(gpus))}: not compared"
+    if meta.get("batch") != batch or (seq and meta.get("seq") != seq):
+        return {}, (f"the ladder ran B={meta.get('batch')} T={meta.get('seq')}, the breakdown is of "
+                    f"B={batch} T={seq}: not compared")
+    measured = {}
+    for e in results.get("entries", []):
+        if e.get("kind") == "cpp" and e.get("status") == "ok" and isinstance(e.get("median_ms"), (int, float)):
+            measured[e.get("stage")] = e["median_ms"]
+    return measured, None
+
+
+# ----------------------------------------------------------------------------------------------
+# Output
+
+
+def subtitle(stages, batch):
+    gpus = sorted({s.gpu for s in stages})
+    dates = sorted({s.date for s in stages if s.date})
+    seqs = sorted({s.seq for s in stages if s.seq})
+    seq = "/".join(str(t) for t in seqs) or "?"
+    date = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "no date"
+    return (f"sum of the kernel benchmark's per-op medians (not a profiler trace), GPT-2 124M B={batch} "
+            f"T={seq}, {' / '.join(gpus)}, {date}")
+
+
+def print_table(stages, ladder, ladder_note, detail, out=None):
+    out = out or sys.stdout
+    def emit(line=""):  # a line of the table, without trailing blanks
+        out.write(line.rstrip() + "\n")
+
+    w = max(9, max(len(s.number) for s in stages) + 2)
+    label_w = max(len(GROUP_SHORT[k]) for k in GROUP_SHORT) + 2
+    label_w = max(label_w, len("ladder ms/step") + 2)
+    emit(subtitle(stages, stages[0].batch))
+    emit(f"ms per step = each op's median x the times one step runs it (n_layer = {stages[0].n_layer})")
+    emit()
+    emit(f"{'':<{label_w}}" + "".join(f"{'stage ' + s.number:>{w + 6}}" for s in stages))
+    for key, _, _ in GROUPS:
+        cells = ""
+        for s in stages:
+            v = s.groups[key]
+            share = 100.0 * v / s.total if s.total else 0.0
+            cells += f"{v:>{w}.1f}{share:>5.0f}%"
+        emit(f"{GROUP_SHORT[key]:<{label_w}}" + cells)
+    emit(f"{'sum':<{label_w}}" + "".join(f"{s.total:>{w}.1f}{'':>6}" for s in stages))
+    if ladder is not None:
+        if ladder_note:
+            emit(f"ladder: {ladder_note}")
+        else:
+            cells_m, cells_d = "", ""
+            for s in stages:
+                m = ladder.get(s.number)
+                cells_m += f"{m:>{w}.1f}{'':>6}" if m is not None else f"{'-':>{w}}{'':>6}"
+                if m is not None and s.total:
+                    d = m - s.total
+                    cells_d += f"{d:>+{w}.1f}{100.0 * d / m:>+5.1f}%"
+                else:
+                    cells_d += f"{'-':>{w}}{'':>6}"
+            emit(f"{'ladder ms/step':<{label_w}}" + cells_m)
+            emit(f"{'ladder - sum':<{label_w}}" + cells_d)
+    for s in stages:
+        if s.problems:
+            emit(f"\nstage {s.number} is incomplete:")
+            for p in s.problems:
+                emit(f"  {p}")
+    if detail:
+        for s in stages:
+            emit(f"\nstage {s.name} ({os.path.basename(s.path)}), B={s.batch}:")
+            emit(f"  {'row':<38} {'median ms':>10} {'x':>4} {'ms/step':>9}  group")
+            for name, ms, n, total, group, note in s.counted:
+                emit(f"  {name:<38} {ms:>10.4f} {n:>4} {total:>9.2f}  {GROUP_SHORT[group]}"
+                      + (f"  ({note})" if note else ""))
+            for name, why in s.not_counted:
+                emit(f"  {name:<38} {'':>10} {'-':>4} {'':>9}  not counted: {why}")
+
+
+def draw(stages, ladder, ladder_note, left_out, path):
+    # The ladder's ms/step of the stages drawn here, where it has them.
+    ladder = {s.number: ladder[s.number] for s in stages if ladder and s.number in ladder}
+    incomplete = [s.number for s in stages if s.problems]
+    notes = int(bool(ladder or ladder_note)) + int(bool(incomplete)) + int(bool(left_out))  # lines under the legend
+
+    n = len(stages)
+    left, right, top = 150, 140, 92
+    bar_h, gap = 36, 26
+    legend_rows = (len(GROUPS) + 1) // 2
+    W = 1000
+    ph = n * (bar_h + gap)
+    H = top + ph + 66 + legend_rows * 20 + 20 * notes + 16
+    pw = W - left - right
+    svg = Svg(W, H)
+    svg.text(24, 28, "Where one training step's time goes, per stage (ms; shorter is faster)", size=17,
+             weight="bold")
+    svg.text(24, 48, subtitle(stages, stages[0].batch), size=12, colour="#555")
+    svg.text(24, 66, f"each op's median × the times one step runs it ({stages[0].n_layer} blocks, forward and "
+             "backward, the optimizer once), grouped", size=12, colour="#555")
+
+    most = max([s.total for s in stages] + list(ladder.values()) + [1.0])
+    ticks, step = nice_ticks(0, most * 1.02, target=8)
+    x1 = ticks[-1]
+
+    def X(ms):
+        return left + ms / x1 * pw
+
+    for t in ticks:
+        svg.line(X(t), top - 6, X(t), top + ph, colour="#e3e3e3")
+        svg.line(X(t), top + ph, X(t), top + ph + 5)
+        svg.text(X(t), top + ph + 20, fmt_tick(t, step), anchor="middle")
+    svg.line(left, top + ph, left + pw, top + ph)
+    svg.text(left + pw / 2, top + ph + 40, "milliseconds per training step", size=13, anchor="middle")
+
+    for i, s in enumerate(stages):
+        y = top + gap / 2 + i * (bar_h + gap)
+        # Dark, not the stage's colour of plot.py: here the colours are the op groups'.
+        svg.text(left - 12, y + bar_h / 2 - 2, f"stage {s.number}", size=13, anchor="end", weight="bold")
+        svg.text(left - 12, y + bar_h / 2 + 13, s.short, size=11, anchor="end", colour="#444")
+        x = 0.0
+        for key, _, colour in GROUPS:
+            v = s.groups[key]
+            if v <= 0:
+                continue
+            svg.rect(X(x), y, X(x + v) - X(x), bar_h, colour, stroke="white", width=0.8)
+            wide = X(x + v) - X(x)
+            label = f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+            if wide >= 7.5 * len(label) + 6:
+                dark = key in ("gelu_residual", "lm_head")
+                svg.text(X(x) + wide / 2, y + bar_h / 2 + 4, label, size=11, anchor="middle",
+                         colour="#222" if dark else "white")
+            x += v
+        total = f"sum {s.total:.1f} ms" + (" (incomplete)" if s.problems else "")
+        measured = ladder.get(s.number)
+        label_x = X(max(s.total, measured or 0)) + 8
+        svg.text(label_x, y + bar_h / 2 + 4, total, size=12, weight="bold",
+                 colour="#b00" if s.problems else "#222")
+        if measured is not None:
+            mx = X(measured)
+            svg.line(mx, y - 7, mx, y + bar_h + 7, colour="#222", width=2.0)
+            svg.add(f'<path d="M {mx - 5:.1f} {y - 12:.1f} L {mx + 5:.1f} {y - 12:.1f} L {mx:.1f} {y - 5:.1f} Z" '
+                    'fill="#222"/>')
+            svg.text(mx + 7, y - 4, f"ladder {measured:.1f}", size=10, colour="#222")
+
+    # Legend: the groups in two columns, then the ladder's mark.
+    ly = top + ph + 66
+    col_w = (W - 48) / 2
+    fused = {group for s in stages for _, _, _, _, group, note in s.counted if note}  # hold a fused slot's row
+    for gi, (key, label, colour) in enumerate(GROUPS):
+        label += FUSED_NOTE.get(key, "") if key in fused else ""
+        lx = 24 + col_w * (gi // legend_rows)
+        yy = ly + 20 * (gi % legend_rows)
+        svg.rect(lx, yy - 10, 16, 12, colour)
+        svg.text(lx + 22, yy, label, size=12)
+    foot = ly + 20 * legend_rows + 8
+    if ladder:
+        svg.line(30, foot - 12, 30, foot + 4, colour="#222", width=2.0)
+        svg.text(42, foot, "the ladder's measured ms/step (median of whole steps): above the sum by launch gaps "
+                 "and host work, below it where an op finds its input in L2", size=12)
+        foot += 20
+    elif ladder_note:
+        svg.text(24, foot, f"ladder: {ladder_note}", size=12, colour="#555")
+        foot += 20
+    if incomplete:
+        svg.text(24, foot, f"incomplete: stage {', '.join(incomplete)} (rows unknown or not measured: "
+                 "see step_breakdown.py's output)", size=12, colour="#b00")
+        foot += 20
+    if left_out:
+        svg.text(24, foot, f"left out, no rows at B={stages[0].batch}: {', '.join(left_out)}", size=12,
+                 colour="#b00")
+    svg.write(path)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        description="One stacked bar per stage: where one GPT-2 124M training step's time goes, from the kernel "
+                    "benchmark's JSON (bench_stageNN --json). Each segment is an op group's medians times the "
+                    "number of calls one step makes (the tables ROWS and SLOTS at the top of this script, read "
+                    "off common/train/gpt.h). Also prints the numbers as a table.",
+        epilog="Exit status: 0 written and complete; 1 written, but a row was unknown to the tables or one the "
+               "step needs was missing or not measured (reported on stderr, and in the figure); 2 bad usage or "
+               "no readable input. See tests/bench/README.md.")
+    p.add_argument("json", nargs="+", metavar="STAGE.json", help="bench_stageNN --json output, one per stage")
+    p.add_argument("--out", required=True, metavar="FILE.svg", help="the SVG to write")
+    p.add_argument("--batch", type=int, default=16, help="the batch size whose rows are used [16]")
+    p.add_argument("--ladder", metavar="results.json",
+                   help="the ladder's results.json (tests/bench/ladder.py): its measured ms/step beside each sum")
+    p.add_argument("--layers", type=int, default=N_LAYER, help=f"blocks of the model [{N_LAYER}, GPT-2 124M]")
+    p.add_argument("--detail", action="store_true", help="also print every row: its median, its count, its ms")
+    args = p.parse_args(argv)
+    if args.batch < 1 or args.layers < 1:
+        p.error("--batch and --layers must be positive")
+
+    stages, left_out = [], []
+    for path in args.json:
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError) as exc:
+            print(f"step_breakdown.py: error: cannot read {path}: {exc}", file=sys.stderr)
+            return 2
+        stage = Stage(path, data, args.batch, args.layers)
+        if stage.rows_at_batch == 0 or not stage.counted:
+            print(f"step_breakdown.py: warning: {path} has no measured rows at B={args.batch}; left out",
+                  file=sys.stderr)
+            left_out.append(os.path.basename(path))
+            continue
+        stages.append(stage)
+    if not stages:
+        print(f"step_breakdown.py: error: no input has rows at B={args.batch}", file=sys.stderr)
+        return 2
+    stages.sort(key=lambda s: s.name)
+
+    ladder, ladder_note = None, None
+    if args.ladder:
+        try:
+            ladder, ladder_note = read_ladder(args.ladder, args.batch, stages[0].seq, {s.gpu for s in stages})
+        except (OSError, ValueError) as exc:
+            print(f"step_breakdown.py: error: cannot read {args.ladder}: {exc}", file=sys.stderr)
+            return 2
+
+    for s in stages:
+        for problem in s.problems:
+            print(f"step_breakdown.py: warning: stage {s.number}: {problem}", file=sys.stderr)
+    print_table(stages, ladder, ladder_note, args.detail)
+    draw(stages, ladder, ladder_note, left_out, args.out)
+    print(f"\nwrote {args.out}")
+    return 1 if left_out or any(s.problems for s in stages) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
