@@ -26,8 +26,10 @@
 #include "util/cli.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 
 namespace fs = std::filesystem;
+using gpt::with_commas;
 
 namespace {
 
@@ -137,13 +139,6 @@ Options parse_options(int argc, char** argv) {
 }
 
 std::string read_text_file(const std::string& path) { return gpt::read_regular_file(path, "input"); }
-
-// "1234567" -> "1,234,567": token counts are easier to read with separators.
-std::string with_commas(int64_t n) {
-    std::string digits = std::to_string(n);
-    for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-    return digits;
-}
 
 std::string plural(size_t n, const std::string& noun) {
     return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");

@@ -23,6 +23,7 @@
 #include "train/schedule.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 
 namespace gpt {
 
@@ -220,14 +221,17 @@ int train(const TrainOptions& opt) {
     std::printf("%s", describe_policy<S>().c_str());
     std::printf("device     %s\n", S::device_description().c_str());
     std::printf("parallel   %s\n", parallel.describe().c_str());
-    std::printf("model      %s, %zu parameters%s\n", config.describe().c_str(), ParamLayout(config).total(),
+    std::printf("model      %s, %s parameters%s\n", config.describe().c_str(),
+                with_commas(static_cast<int64_t>(ParamLayout(config).total())).c_str(),
                 ckpt_path.empty() ? "" : (" from " + ckpt_path).c_str());
-    std::printf("data       %s: %lld train tokens%s\n", opt.data_dir.c_str(),
-                static_cast<long long>(train_data.total_tokens()),
-                val_data ? (", " + std::to_string(val_data->total_tokens()) + " val tokens").c_str() : "");
-    std::printf("batch      %d x %d tokens x %d micro-batches x %d processes = %lld tokens/step, %d steps, lr %g "
+    std::printf("data       %s: %s train tokens%s\n", opt.data_dir.c_str(),
+                with_commas(static_cast<int64_t>(train_data.total_tokens())).c_str(),
+                val_data ? (", " + with_commas(static_cast<int64_t>(val_data->total_tokens())) + " val tokens").c_str()
+                         : "");
+    std::printf("batch      %d x %d tokens x %d micro-batches x %d processes = %s tokens/step, %d steps, lr %g "
                 "(warmup %d, cosine to %g x)\n",
-                opt.batch, opt.seq, micro_batches, world, step_tokens, opt.steps, opt.lr, opt.warmup, opt.min_lr_frac);
+                opt.batch, opt.seq, micro_batches, world, with_commas(step_tokens).c_str(), opt.steps, opt.lr,
+                opt.warmup, opt.min_lr_frac);
     std::fflush(stdout);
 
     // The start event also carries what a benchmark needs to compute MFU for any run on this
