@@ -361,6 +361,13 @@ int train(const TrainOptions& opt) {
         log.event("summary", "\"median_ms\": " + std::to_string(ms) + ", \"tokens_per_s\": " + std::to_string(tps) +
                                  ", \"peak_memory_bytes\": " + std::to_string(S::peak_memory_bytes()));
     }
+    if (stop == opt.steps) {  // what the weights are good for now
+        if (!opt.save.empty())
+            std::printf("next       continue a text with these weights: ./train --init %s --prompt \"The jury said\"\n",
+                        opt.save.c_str());
+        else
+            std::printf("next       --save PATH keeps the weights; ./train --init PATH --prompt TEXT then continues a text\n");
+    }
     return 0;
 }
 
