@@ -52,7 +52,8 @@ struct CpuBackend {
         if (options.threads > 0) omp_set_num_threads(options.threads);
     }
     static std::string device_description() {
-        return "CPU, " + std::to_string(omp_get_max_threads()) + " threads";
+        const int threads = omp_get_max_threads();
+        return "CPU, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
     }
     static size_t free_device_memory() { return 0; }  // no device: the model's buffers are host memory
     static constexpr size_t kContextBytes = 0;        // a Context holds nothing

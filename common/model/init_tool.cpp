@@ -8,6 +8,7 @@
 #include "util/cli.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 
 int main(int argc, char** argv) {
     std::string model = "d12", out;
@@ -31,8 +32,8 @@ int main(int argc, char** argv) {
         ck.config = gpt::config_by_name(model);
         ck.params = gpt::init_parameters(ck.config, seed);
         gpt::save_checkpoint(out, ck);
-        std::printf("wrote %s: %s, seed %llu, %zu parameters\n", out.c_str(), ck.config.describe().c_str(),
-                    static_cast<unsigned long long>(seed), ck.params.size());
+        std::printf("wrote %s: %s, seed %llu, %s parameters\n", out.c_str(), ck.config.describe().c_str(),
+                    static_cast<unsigned long long>(seed), gpt::with_commas(int64_t(ck.params.size())).c_str());
         return 0;
     } catch (const gpt::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

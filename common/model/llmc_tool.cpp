@@ -10,6 +10,7 @@
 #include "util/cli.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 
 int main(int argc, char** argv) {
     std::string in, out, dtype;
@@ -49,8 +50,9 @@ int main(int argc, char** argv) {
             gpt::LlmcFormat format;
             const gpt::Checkpoint ck = gpt::load_llmc_model(in, &format);
             gpt::save_checkpoint(out, ck);
-            std::printf("wrote %s: checkpoint of %s, %zu parameters, from llm.c model file version %d (%s), Vp %d\n",
-                        out.c_str(), ck.config.describe().c_str(), ck.params.size(), format.version,
+            std::printf("wrote %s: checkpoint of %s, %s parameters, from llm.c model file version %d (%s), Vp %d\n",
+                        out.c_str(), ck.config.describe().c_str(),
+                        gpt::with_commas(int64_t(ck.params.size())).c_str(), format.version,
                         format.version == gpt::kLlmcVersionBf16 ? "bf16" : "fp32", format.padded_vocab);
         } else {
             const gpt::Checkpoint ck = gpt::load_checkpoint(in);
@@ -58,8 +60,9 @@ int main(int argc, char** argv) {
             const bool bf16 = dtype == "bf16";
             const int version = bf16 ? gpt::kLlmcVersionBf16 : gpt::kLlmcVersionFp32;
             gpt::save_llmc_model(out, ck.config, ck.params, vp, version);
-            std::printf("wrote %s: llm.c model file version %d (%s), %s, Vp %d, %zu parameters\n", out.c_str(),
-                        version, bf16 ? "bf16" : "fp32", ck.config.describe().c_str(), vp, ck.params.size());
+            std::printf("wrote %s: llm.c model file version %d (%s), %s, Vp %d, %s parameters\n", out.c_str(),
+                        version, bf16 ? "bf16" : "fp32", ck.config.describe().c_str(), vp,
+                        gpt::with_commas(int64_t(ck.params.size())).c_str());
         }
         return 0;
     } catch (const gpt::Error& e) {
