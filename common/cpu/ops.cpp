@@ -10,8 +10,13 @@ namespace gpt::cpu {
 // Loop bounds are int64 where products of sizes can pass 2^31 (logits of a large batch).
 using i64 = long long;
 
+// Below this much work (elements, or multiply-adds), a loop runs on one thread: waking the
+// others costs more than it saves. Text generation runs one position at a time, and most of
+// its loops are that small.
+constexpr i64 kParallelWork = i64(1) << 18;
+
 void embedding_forward(float* out, const int* tokens, const float* wte, const float* wpe, int B, int T, int C) {
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (i64(B) * T * C >= kParallelWork)
     for (int b = 0; b < B; ++b) {
         for (int t = 0; t < T; ++t) {
             float* o = out + (i64(b) * T + t) * C;
@@ -40,7 +45,7 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const int* 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int N, int C) {
     const float eps = 1e-5f;
-#pragma omp parallel for
+#pragma omp parallel for if (i64(N) * C >= kParallelWork)
     for (int n = 0; n < N; ++n) {
         const float* x = inp + i64(n) * C;
         float m = 0.0f;
@@ -61,7 +66,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* weight, const float* mean, const float* rstd, int N, int C) {
     // dinp, row by row: with xhat = (x - mean) * rstd and g = dout * weight,
     // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
-#pragma omp parallel for
+#pragma omp parallel for if (i64(N) * C >= kParallelWork)
     for (int n = 0; n < N; ++n) {
         const float* x = inp + i64(n) * C;
         const float* d = dout + i64(n) * C;
@@ -82,7 +87,7 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         }
     }
     // dweight and dbias sum over rows: split the columns between threads instead.
-#pragma omp parallel for
+#pragma omp parallel for if (i64(N) * C >= kParallelWork)
     for (int c = 0; c < C; ++c) {
         float dw = 0.0f, db = 0.0f;
         for (int n = 0; n < N; ++n) {
@@ -108,7 +113,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     // out[n,o] = dot(inp[n,:], weight[o,:]); `omp simd reduction` lets the compiler vectorise
     // the dot products (it may reorder the additions).
     const int row_blocks = (N + kBlock - 1) / kBlock, col_blocks = (OC + kBlock - 1) / kBlock;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) schedule(static) if (i64(N) * C * OC >= kParallelWork)
     for (int ob = 0; ob < col_blocks; ++ob) {
         for (int nb = 0; nb < row_blocks; ++nb) {
             const int o_end = std::min(OC, (ob + 1) * kBlock), n_end = std::min(N, (nb + 1) * kBlock);
@@ -145,7 +150,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int N, int C, int OC) {
-#pragma omp parallel
+#pragma omp parallel if (i64(N) * C * OC >= kParallelWork)
     {
         // dinp[n,:] = sum_o dout[n,o] * weight[o,:]: each thread owns rows of dinp and walks
         // weight in blocks of rows, four rows per pass over dinp[n,:].
@@ -240,7 +245,7 @@ void attend(float* o, float* a, const float* q, const float* k, const float* v, 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for collapse(3)
+#pragma omp parallel for collapse(3) if (i64(B) * NH * T * T * hs >= kParallelWork)
     for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
             for (int t = 0; t < T; ++t) {
@@ -257,7 +262,7 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
 void attention_cached(float* out, const float* qkv, int past, int n, int C, int NH) {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (i64(n) * (past + n) * C >= kParallelWork)
     for (int h = 0; h < NH; ++h) {
         for (int i = 0; i < n; ++i) {
             const int t = past + i;  // the query's position
@@ -274,7 +279,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     // One (batch, head) per task: the gradients of k and v at position t2 collect
     // contributions from every query t >= t2 of the same head.
-#pragma omp parallel for collapse(2)
+#pragma omp parallel for collapse(2) if (i64(B) * NH * T * T * hs >= kParallelWork)
     for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
             std::vector<float> datt(T);
@@ -321,7 +326,7 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 }
 
 void gelu_forward(float* out, const float* inp, size_t n) {
-#pragma omp parallel for
+#pragma omp parallel for if (i64(n) >= kParallelWork)
     for (i64 i = 0; i < i64(n); ++i) {
         const float x = inp[i];
         out[i] = 0.5f * x * (1.0f + std::tanh(kGeluScale * (x + 0.044715f * x * x * x)));
@@ -329,7 +334,7 @@ void gelu_forward(float* out, const float* inp, size_t n) {
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
-#pragma omp parallel for
+#pragma omp parallel for if (i64(n) >= kParallelWork)
     for (i64 i = 0; i < i64(n); ++i) {
         const float x = inp[i];
         const float u = kGeluScale * (x + 0.044715f * x * x * x);
@@ -340,13 +345,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) {
 }
 
 void residual_forward(float* out, const float* a, const float* b, size_t n) {
-#pragma omp parallel for
+#pragma omp parallel for if (i64(n) >= kParallelWork)
     for (i64 i = 0; i < i64(n); ++i) out[i] = a[i] + b[i];
 }
 
 void softmax_crossentropy_forward(float* losses, float* probs, const float* logits, const int* targets, int N,
                                   int V, int Vp) {
-#pragma omp parallel for
+#pragma omp parallel for if (i64(N) * V >= kParallelWork)
     for (int n = 0; n < N; ++n) {
         const float* l = logits + i64(n) * Vp;
         float* p = probs + i64(n) * Vp;
@@ -369,7 +374,7 @@ void softmax_crossentropy_forward(float* losses, float* probs, const float* logi
 
 void softmax_crossentropy_backward(float* dlogits, const float* probs, const int* targets, float dloss, int N,
                                    int V, int Vp) {
-#pragma omp parallel for
+#pragma omp parallel for if (i64(N) * V >= kParallelWork)
     for (int n = 0; n < N; ++n) {
         const float* p = probs + i64(n) * Vp;
         float* d = dlogits + i64(n) * Vp;
@@ -384,7 +389,7 @@ double sum_squares(const float* x, size_t n) {
     // reduction adds the threads' parts in the order they finish), so a resumed run is exact.
     constexpr i64 kBlocks = 256;
     double part[kBlocks] = {};
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (i64(n) >= kParallelWork)
     for (i64 b = 0; b < kBlocks; ++b) {
         const i64 lo = i64(n) * b / kBlocks, hi = i64(n) * (b + 1) / kBlocks;
         double s = 0.0;
@@ -402,7 +407,7 @@ void adamw_update(float* params, float* m, float* v, const float* grads, size_t 
     const float weight_decay = settings.weight_decay;
     const float bias1 = 1.0f - std::pow(beta1, static_cast<float>(t));
     const float bias2 = 1.0f - std::pow(beta2, static_cast<float>(t));
-#pragma omp parallel for
+#pragma omp parallel for if (i64(n) >= kParallelWork)
     for (i64 i = 0; i < i64(n); ++i) {
         const float g = grads[i] * grad_scale;
         params[i] -= lr * weight_decay * params[i];  // decoupled weight decay

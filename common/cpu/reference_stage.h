@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include "cpu/ops.h"
+#include "cpu/openmp_wait.h"
 #include "train/optimizer.h"
 #include "dist/host_parallel.h"
 #include "train/parallel.h"
@@ -53,7 +54,8 @@ struct CpuBackend {
     }
     static std::string device_description() {
         const int threads = omp_get_max_threads();
-        return "CPU, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+        return "CPU, " + std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+               (threads > 1 && *openmp_wait_policy() ? std::string(", OMP_WAIT_POLICY=") + openmp_wait_policy() : "");
     }
     static size_t free_device_memory() { return 0; }  // no device: the model's buffers are host memory
     static constexpr size_t kContextBytes = 0;        // a Context holds nothing
