@@ -46,3 +46,25 @@ expect one GPT_PRESET=one
 configure one
 expect one
 expect two GPT_PRESET=two
+
+# GPT_PRESET naming a preset that is not configured, or no preset at all: one line that says
+# what to run, or which presets exist (the scratch project's CMakePresets.json).
+cat > "$scratch/CMakePresets.json" <<'JSON'
+{"version": 6, "configurePresets": [
+  {"name": "one", "binaryDir": "${sourceDir}/build/one"},
+  {"name": "two", "binaryDir": "${sourceDir}/build/two"},
+  {"name": "three", "binaryDir": "${sourceDir}/build/three"}]}
+JSON
+refused() {  # refused PRESET EXPECTED_LINE
+  local err
+  if env GPT_PRESET="$1" "$scratch/train" --data none > /dev/null 2> "$scratch/launcher.err"; then
+    echo "FAIL: GPT_PRESET=$1 ran a trainer"; exit 1
+  fi
+  err=$(< "$scratch/launcher.err")
+  if [[ $err != "$2" ]]; then
+    printf 'FAIL: GPT_PRESET=%s printed:\n%s\nexpected:\n%s\n' "$1" "$err" "$2"; exit 1
+  fi
+  echo "ok: GPT_PRESET=$1 refused: $err"
+}
+refused three "error: preset 'three' is not configured; run: cmake --preset three"
+refused thre "error: there is no preset 'thre'; the presets are: one, two, three (configured: one, two)"
