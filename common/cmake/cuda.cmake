@@ -1,18 +1,129 @@
 # CUDA toolkit, architectures and the GPU libraries every stage may link.
+#
+# Architectures: the local GPU's when one is visible, otherwise Ampere and Hopper; each stage is
+# then built for those of them it runs on (gpt_stage_cuda_architectures below).
+set(GPT_CUDA_OLDEST_ARCH 75)  # the oldest GPUs CUDA 13 builds for (Turing: T4, RTX 20xx)
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-  # The local GPU's architecture when one is visible, otherwise Ampere and Hopper.
   set(_arch "80;90")
+  unset(GPT_LOCAL_GPU CACHE)  # found again below, or not at all
+  unset(GPT_LOCAL_GPU_ARCH CACHE)
   find_program(_nvidia_smi nvidia-smi)
   if(_nvidia_smi)
-    execute_process(COMMAND ${_nvidia_smi} --query-gpu=compute_cap --format=csv,noheader
-                    OUTPUT_VARIABLE _cap RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-    if(_rc EQUAL 0 AND _cap MATCHES "^([0-9]+)\\.([0-9]+)")
+    execute_process(COMMAND ${_nvidia_smi} --query-gpu=compute_cap,name --format=csv,noheader
+                    OUTPUT_VARIABLE _gpu RESULT_VARIABLE _rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(_rc EQUAL 0 AND _gpu MATCHES "^([0-9]+)\\.([0-9]+), *([^\n]*)")
       set(_arch "${CMAKE_MATCH_1}${CMAKE_MATCH_2}")
+      # Remembered for the stages' messages: this GPU is what the trainers will run on.
+      set(GPT_LOCAL_GPU "${CMAKE_MATCH_3} (sm_${_arch})" CACHE INTERNAL "the GPU nvidia-smi reports")
+      set(GPT_LOCAL_GPU_ARCH ${_arch} CACHE INTERNAL "its compute capability")
+      if(_arch LESS GPT_CUDA_OLDEST_ARCH)
+        message(WARNING "This machine's GPU, ${GPT_LOCAL_GPU}, is older than CUDA 13 builds for (compute "
+                        "capability 7.5, Turing): no stage runs on it. The stages are built for sm_75 and newer.")
+        set(_arch ${GPT_CUDA_OLDEST_ARCH})
+      endif()
     endif()
   endif()
   set(CMAKE_CUDA_ARCHITECTURES "${_arch}" CACHE STRING "CUDA architectures (detected)")
 endif()
-message(STATUS "CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES}")
+if(GPT_LOCAL_GPU)
+  message(STATUS "CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES} (this machine's GPU: ${GPT_LOCAL_GPU})")
+else()
+  message(STATUS "CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES}")
+endif()
+
+# The compute capability stage <dir> needs, as 75 or 80: kMinComputeCapability in its stage.cuh,
+# or, where it does not set it, in the stage before it (each stage derives from the one before).
+function(gpt_stage_min_arch stages_dir dir out)
+  file(GLOB _dirs RELATIVE ${stages_dir} ${stages_dir}/[0-9][0-9]_*)
+  list(SORT _dirs)
+  set(_need "")
+  foreach(_d ${_dirs})
+    file(STRINGS ${stages_dir}/${_d}/stage.cuh _line REGEX "kMinComputeCapability = [0-9]+")
+    if(_line MATCHES "kMinComputeCapability = ([0-9]+)")
+      set(_need ${CMAKE_MATCH_1})
+    endif()
+    if(_d STREQUAL dir)
+      break()
+    endif()
+  endforeach()
+  if(NOT _need)
+    message(FATAL_ERROR "stage ${dir}: no kMinComputeCapability in its stage.cuh or an earlier stage's")
+  endif()
+  set(${out} ${_need} PARENT_SCOPE)
+endfunction()
+
+# The architectures stage <dir> is built for: those of CMAKE_CUDA_ARCHITECTURES it runs on (names
+# without a number, such as "native", are kept); none left, the oldest it runs on. On a T4 the
+# stages from 01 on are thus built for sm_80: they compile (their tensor-core instructions do
+# not exist on sm_75) and their trainers refuse the GPU with one line that points at stage 00.
+# Sets <out> to the list and <need_out> to what the stage needs (75 for 7.5).
+function(gpt_stage_cuda_architectures stages_dir dir out need_out)
+  gpt_stage_min_arch(${stages_dir} ${dir} _need)
+  set(_kept "")
+  foreach(_a ${CMAKE_CUDA_ARCHITECTURES})
+    if(NOT _a MATCHES "^([0-9]+)" OR CMAKE_MATCH_1 GREATER_EQUAL _need)
+      list(APPEND _kept ${_a})
+    endif()
+  endforeach()
+  if(NOT _kept)
+    set(_kept ${_need})
+  endif()
+  set(${out} "${_kept}" PARENT_SCOPE)
+  set(${need_out} ${_need} PARENT_SCOPE)
+endfunction()
+
+# "8.0" for 80.
+function(gpt_compute_capability_name arch out)
+  math(EXPR _major "${arch} / 10")
+  math(EXPR _minor "${arch} % 10")
+  set(${out} "${_major}.${_minor}" PARENT_SCOPE)
+endfunction()
+
+# One message about the stages that are not built for all of CMAKE_CUDA_ARCHITECTURES, given as
+# three lists: their numbers, what each needs, the architectures each is built for (comma-joined).
+# A warning for those this machine's GPU cannot run, a status line for the others.
+function(gpt_report_stage_architectures nums needs archs)
+  set(_refused "")
+  set(_refused_archs "")
+  set(_raised "")
+  set(_refused_need 1000)  # the least that the refused stages need: each needs that or more
+  foreach(_num _need _arch IN ZIP_LISTS nums needs archs)
+    if(DEFINED GPT_LOCAL_GPU_ARCH AND GPT_LOCAL_GPU_ARCH LESS _need)
+      list(APPEND _refused "${_num}")
+      list(APPEND _refused_archs "sm_${_arch}")
+      if(_need LESS _refused_need)
+        set(_refused_need ${_need})
+      endif()
+    else()
+      list(APPEND _raised "${_num} (${_arch})")
+    endif()
+  endforeach()
+  if(_refused)
+    list(LENGTH _refused _count)
+    list(JOIN _refused ", " _refused)
+    list(REMOVE_DUPLICATES _refused_archs)
+    list(JOIN _refused_archs " or " _refused_arch)
+    gpt_compute_capability_name(${_refused_need} _need_name)
+    if(_count EQUAL 1)
+      set(_stages "stage ${_refused}: it needs")
+      set(_built "It is built for ${_refused_arch}, and its trainer and tests")
+    else()
+      set(_stages "stages ${_refused}: they need")
+      set(_built "They are built for ${_refused_arch}, and their trainers and tests")
+    endif()
+    set(_runs "")
+    if(GPT_LOCAL_GPU_ARCH GREATER_EQUAL GPT_CUDA_OLDEST_ARCH)
+      set(_runs " Stage 00 runs on this GPU: cmake --preset stage00 && ./train")
+    endif()
+    message(WARNING "This machine's GPU, ${GPT_LOCAL_GPU}, cannot run ${_stages} compute capability "
+                    "${_need_name} or newer. ${_built} will refuse this GPU.${_runs}")
+  endif()
+  if(_raised)
+    list(JOIN _raised ", " _raised)
+    message(STATUS "CUDA architectures of stage ${_raised}: CMAKE_CUDA_ARCHITECTURES less those older than "
+                   "the stage runs on (kMinComputeCapability in its stage.cuh)")
+  endif()
+endfunction()
 
 if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
   set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)

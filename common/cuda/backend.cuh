@@ -45,7 +45,14 @@ struct CudaBackend {
         cuda::StepGraph step_graph;
     };
 
-    static void check_device() { cuda::require_device(); }
+    // Stops with one line unless GPU 0 can run `Stage`: compute capability
+    // Stage::kMinComputeCapability or newer. The trainer asks this first (check_stage_device,
+    // train/policy.h).
+    template <class Stage>
+    static void check_device_for() {
+        static_assert(Stage::kMinComputeCapability >= kCudaOldestComputeCapability, "CUDA 13 builds for no older GPU");
+        cuda::require_device(stage_gpu_need<Stage>());
+    }
     template <class Options>
     static void configure(const Options&) {}
     static std::string device_description() { return cuda::device_description(); }

@@ -1,11 +1,12 @@
-// The GPU we run on: is there one, can the stages run on it, what is it, and its dense bf16
-// tensor-core peak (the MFU denominator, the same for every stage so that the ladder is
-// comparable).
+// The GPU we run on: is there one, can a stage run on it (util/compute_capability.h), what is
+// it, and its dense bf16 tensor-core peak (the MFU denominator, the same for every stage so that
+// the ladder is comparable).
 #pragma once
 #include <cuda_runtime.h>
 
 #include <string>
 
+#include "util/compute_capability.h"
 #include "util/error.h"
 #include "util/peak_flops.h"
 
@@ -33,13 +34,15 @@ inline int device_count() {
     return n;
 }
 
-inline void require_device() {
+// Stops with one line unless GPU 0 can run what `need` describes (a stage: its policy's
+// kMinComputeCapability).
+inline void require_device(const GpuNeed& need) {
     if (device_count() == 0)
         throw Error("no CUDA device found; to train on the CPU instead: cmake --preset cpu && ./train");
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
         throw Error(std::string("cannot query GPU 0: ") + cudaGetErrorString(cudaGetLastError()));
-    const std::string refusal = unsupported_device_message(p.name, p.major, p.minor);
+    const std::string refusal = gpu_refusal(p.name, p.major, p.minor, need);
     if (!refusal.empty()) throw Error(refusal);
 }
 

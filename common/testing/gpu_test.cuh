@@ -1,5 +1,6 @@
 // What every GPU test needs: a fixture that skips (or, with REQUIRE_GPU=1, fails) when there is
-// no usable GPU, device arrays that upload, download and poison, and a checked synchronisation.
+// no usable GPU (for a stage's tests, one the stage runs on), device arrays that upload,
+// download and poison, and a checked synchronisation.
 //
 // Skipping happens in the fixture's SetUp() and nowhere else, so CTest reports a machine
 // without a GPU as "skipped", never as "passed".
@@ -19,6 +20,8 @@
 #include "cuda/device.cuh"
 #include "cuda/types.cuh"
 #include "testing/compare.h"
+#include "train/policy.h"
+#include "util/compute_capability.h"
 #include "util/error.h"
 
 namespace gpt::test {
@@ -29,28 +32,35 @@ inline bool gpu_required() {
     return v && std::string(v) == "1";
 }
 
-// Why the GPU tests cannot run here, or "" when they can. The stages need sm_80 (Ampere) or newer.
-inline std::string why_no_usable_gpu() {
+// Why GPU tests that need `need` cannot run here, or "" when they can.
+inline std::string why_no_usable_gpu(const GpuNeed& need) {
     if (cuda::device_count() == 0) return "no CUDA device found";
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) {
         cudaGetLastError();  // clear it: later tests must not see a stale error
         return "cannot read the properties of CUDA device 0";
     }
-    if (p.major < 8)
-        return std::string("GPU ") + p.name + " is sm_" + std::to_string(p.major) + std::to_string(p.minor) +
-               "; the stages need sm_80 (Ampere) or newer";
-    return "";
+    return gpu_test_skip_reason(p.name, p.major, p.minor, need);
 }
 
+// The fixture of every GPU test: it skips (or with REQUIRE_GPU=1 fails) in SetUp() when GPU 0
+// cannot run what needs() says, by default bf16 tensor cores (Ampere or newer).
 class GpuTest : public ::testing::Test {
   protected:
     void SetUp() override {
-        const std::string why = why_no_usable_gpu();
+        const std::string why = why_no_usable_gpu(needs());
         if (why.empty()) return;
         if (gpu_required()) GTEST_FAIL() << "REQUIRE_GPU=1 but " << why << ": this GPU test cannot run";
         GTEST_SKIP() << why << ": GPU test skipped (set REQUIRE_GPU=1 to make this a failure)";
     }
+    virtual GpuNeed needs() const { return {"these tests", 80, "bf16 tensor cores"}; }
+};
+
+// The tests of one stage need what the stage needs: stage 00's run on a T4, stage 01's do not.
+template <class Stage>
+class StageGpuTest : public GpuTest {
+  protected:
+    GpuNeed needs() const override { return stage_gpu_need<Stage>(); }
 };
 
 // Waits for all work on the device, on every stream, and checks the wait and the last launch

@@ -38,7 +38,7 @@ inline size_t complete_utf8_prefix(const std::string& s) {
 
 template <class S>
 int generate_text(const TrainOptions& opt) {
-    S::check_device();
+    check_stage_device<S>();  // no GPU, or one this stage cannot use: one line, before any work
     const std::string path = !opt.init.empty() ? opt.init : opt.resume;
     if (path.empty())
         throw Error("--prompt continues a text with trained weights: give --init PATH, a checkpoint written with "

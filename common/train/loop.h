@@ -125,7 +125,7 @@ constexpr int kCheckWeightsEvery = 100;
 
 template <class S>
 int train(const TrainOptions& opt) {
-    S::check_device();
+    check_stage_device<S>();  // no GPU, or one this stage cannot use: one line, before any work
 
     // The processes training together (one, unless a launcher started several): they meet here.
     // Only rank 0 prints, logs, samples and writes checkpoints; the others report only errors.

@@ -14,6 +14,7 @@
 
 #include "train/compose.h"
 #include "train/precision.h"
+#include "util/compute_capability.h"
 
 namespace gpt {
 
@@ -161,12 +162,29 @@ std::vector<OpRow> op_table() {
 #undef GPT_OP_ROW
 }
 
-// The policy as the banner and --help print it: its settings, then one line per op.
+// What a GPU stage asks of the GPU: kMinComputeCapability and kGpuReason, which a stage sets
+// where it starts to need more than the stage before it (stages/*/stage.cuh).
+template <class S>
+GpuNeed stage_gpu_need() {
+    return {std::string("stage ") + S::name, S::kMinComputeCapability, S::kGpuReason};
+}
+
+// Stops with one line when this machine cannot run stage S: no GPU, or one older than the stage
+// needs (common/cuda/backend.cuh). The CPU reference runs anywhere.
+template <class S>
+void check_stage_device() {
+    if constexpr (S::kIsGpu) S::template check_device_for<S>();
+    else S::check_device();
+}
+
+// The policy as the banner and --help print it: its settings, the GPUs it runs on, then one line
+// per op.
 template <class S>
 std::string describe_policy() {
     std::string s = std::string("policy     act_t ") + act_type_name<typename S::act_t>() + ", precision " +
                     precision_name(S::kPrecision) + ", vocabulary multiple " + std::to_string(S::kVocabMultiple) +
                     ", step capture " + (S::kCaptureStep ? "on (CUDA Graph)" : "off") + "\n";
+    if constexpr (S::kIsGpu) s += "gpu        " + describe_gpu_need(stage_gpu_need<S>()) + "\n";
     for (const OpRow& row : op_table<S>()) {
         char line[512];
         std::snprintf(line, sizeof(line), "  %-19s %s\n", row.name.c_str(), row.where.c_str());

@@ -1,6 +1,7 @@
-// The MFU denominator: a GPU's dense bf16 tensor-core peak (fp32 accumulation), and which GPUs
-// the stages cannot run on. Plain C++ on what the CUDA runtime reports (name, compute
-// capability, SMs, clock), so that the CPU tests check it; common/cuda/device.cuh asks the GPU.
+// The MFU denominator: a GPU's dense bf16 tensor-core peak (fp32 accumulation). Plain C++ on
+// what the CUDA runtime reports (name, compute capability, SMs, clock), so that the CPU tests
+// check it; common/cuda/device.cuh asks the GPU. Which GPUs a stage runs on is
+// common/util/compute_capability.h.
 #pragma once
 #include <cctype>
 #include <cstdio>
@@ -11,7 +12,7 @@ namespace gpt {
 // One row of the peak table: a GPU, by words of the name it reports, and its data-sheet peak.
 struct PeakEntry {
     const char* match;  // "H100 PCIe" matches "NVIDIA H100 PCIe"
-    double tflops;      // dense (no sparsity); 0: no bf16 tensor cores, the stages refuse it
+    double tflops;      // dense (no sparsity); 0: no bf16 tensor cores, MFU is not reported
 };
 
 // Whether `word` occurs in `name` as whole words: "A10" is in "NVIDIA A10" but not in
@@ -120,6 +121,9 @@ inline PeakFlops bf16_peak(const std::string& name, int major, int minor, int sm
         }
         return peak;
     }
+    // Before Ampere (T4, RTX 20xx: stage 00) there is no bf16 peak to miss: MFU is n/a, as for the
+    // table's T4, without a warning that the table lacks the GPU.
+    if (bf16_flops_per_sm_per_clock(major, minor) == 0) return peak;
     const std::string unknown = "warning: GPU " + name + " is not in the peak table of common/util/peak_flops.h; ";
     peak.flops = estimate_bf16_peak(major, minor, sms, clock_khz);
     if (peak.flops == 0) {
@@ -132,15 +136,6 @@ inline PeakFlops bf16_peak(const std::string& name, int major, int minor, int sm
     peak.source = "estimate";
     peak.warning = unknown + line;
     return peak;
-}
-
-// Why the stages cannot run on this GPU, as the one line the trainer stops with; empty when
-// they can. TF32 and bf16 tensor cores (stages 01 and 02 on) start at Ampere, and every stage
-// asks for the same GPU so that one GPU runs the whole ladder.
-inline std::string unsupported_device_message(const std::string& name, int major, int minor) {
-    if (major >= 8) return "";
-    return "GPU " + name + " (sm_" + std::to_string(major) + std::to_string(minor) +
-           ") lacks bf16 tensor cores: the stages need compute capability 8.0 (Ampere) or newer";
 }
 
 }  // namespace gpt

@@ -25,6 +25,10 @@ struct Stage00 : CudaBackend {
     static constexpr int kVocabMultiple = 1;                  // rows of wte: V rounded up to this
     static constexpr bool kCaptureStep = false;               // the training step as one CUDA Graph
 
+    // The GPUs it runs on: any CUDA 13 builds for, compute capability 7.5 (T4, RTX 20xx) and newer.
+    static constexpr int kMinComputeCapability = 75;
+    static constexpr const char* kGpuReason = "fp32 CUDA cores only";
+
     // One kernel (or library call) each.
     using Embedding = stage00::Embedding;
     using LayerNorm = stage00::LayerNorm;

@@ -13,8 +13,10 @@ struct Stage01 : Stage00 {
     static constexpr const char* description = "stage 00 with the matmuls on TF32 tensor cores";
 
     // The one thing this stage changes. The matmul arithmetic follows (tf32.cuh), and so do the
-    // test tolerances.
+    // test tolerances and the GPUs it runs on: TF32 tensor cores start with Ampere.
     static constexpr Precision kPrecision = Precision::TF32;
+    static constexpr int kMinComputeCapability = 80;
+    static constexpr const char* kGpuReason = "TF32 tensor cores";
 };
 
 }  // namespace gpt

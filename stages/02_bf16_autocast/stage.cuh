@@ -23,6 +23,7 @@ struct Stage02 : Stage01 {
 
     using act_t = bf16;
     static constexpr Precision kPrecision = Precision::BF16;
+    static constexpr const char* kGpuReason = "bf16 tensor cores";  // Ampere too: the same GPUs as stage 01
     using Optimizer = stage02::MixedPrecisionAdamW<act_t>;  // owns the bf16 copy of the weights
 };
 

@@ -68,7 +68,7 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "  --help         this text\n\n"
            "Exit status: 0 every row measured or skipped (a row that needs more device memory than\n"
            "is free is skipped, and says so), 1 an op failed or a CUDA error, 2 a bad option,\n"
-           "3 no usable GPU (none, or one older than sm_80).\n";
+           "3 no usable GPU (none, or one older than the stage needs).\n";
 }
 
 inline std::vector<int> parse_batch_list(const std::string& option, const std::string& value) {
@@ -876,7 +876,7 @@ int kernel_bench_main(int argc, char** argv, const char* program) {
         KernelBench<S> bench(options, config, program, command);
         bench.plan();
         if (!options.json.empty()) check_writable("--json", options.json);
-        require_gpu();
+        require_gpu(stage_gpu_need<S>());
         return bench.run();
     } catch (const std::exception& e) {
         return fail(program, e);

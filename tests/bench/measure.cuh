@@ -42,7 +42,7 @@ namespace gpt::bench {
 constexpr int kExitOk = 0;
 constexpr int kExitError = 1;  // a CUDA error, a failed check, an output file that cannot be written
 constexpr int kExitUsage = 2;  // an unknown option or a bad value
-constexpr int kExitNoGpu = 3;  // no CUDA device, or one older than sm_80
+constexpr int kExitNoGpu = 3;  // no CUDA device, or one older than the program needs
 
 struct UsageError : Error {
     using Error::Error;
@@ -51,11 +51,12 @@ struct NoGpuError : Error {
     using Error::Error;
 };
 
-// Throws NoGpuError unless GPU 0 can run the stages (sm_80 or newer).
-inline void require_gpu() {
+// Throws NoGpuError unless GPU 0 can run what `need` describes: by default the bf16 tensor cores
+// bench_ceilings measures; a stage's benchmark asks for what the stage needs.
+inline void require_gpu(const GpuNeed& need = {"bench_ceilings", 80, "bf16 tensor cores"}) {
     if (cuda::device_count() == 0) throw NoGpuError("no CUDA device found");
     try {
-        cuda::require_device();
+        cuda::require_device(need);
     } catch (const Error& e) {
         throw NoGpuError(e.what());
     }

@@ -1,7 +1,7 @@
 // Tests of the shared helpers every reader of user files goes through: opening a file the user
 // named (common/util/file.h) and the JSON reader (common/util/json.h), on the paths and the
-// hostile contents a user can hand them. Also the GPU peak table and the GPUs the stages refuse
-// (common/util/peak_flops.h), which need no GPU to check.
+// hostile contents a user can hand them. Also the GPU peak table (common/util/peak_flops.h) and
+// the GPUs each stage refuses (common/util/compute_capability.h), which need no GPU to check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 #include <string>
+#include <utility>
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -18,6 +19,7 @@
 
 #include "testing/compare.h"
 #include "testing/reference_case.h"
+#include "util/compute_capability.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -347,14 +349,66 @@ TEST(PeakEstimate, TheLogSaysWhereThePeakCameFrom) {
     EXPECT_EQ(t4.flops, 0);
     EXPECT_EQ(t4.source, "");
     EXPECT_EQ(t4.warning, "");
+
+    // Not in the table, but before Ampere: no bf16 peak to miss, MFU n/a as for the T4, no warning.
+    const PeakFlops turing = bf16_peak("NVIDIA GeForce RTX 2080 Ti", 7, 5, 68, 1545000);
+    EXPECT_EQ(turing.flops, 0);
+    EXPECT_EQ(turing.source, "");
+    EXPECT_EQ(turing.warning, "");
 }
 
+// What stages 00 and 01 ask of the GPU (stages/*/stage.cuh): a T4 runs the first and not the second.
+const GpuNeed kStage00Need{"stage 00_fp32_baseline", 75, "fp32 CUDA cores only"};
+const GpuNeed kStage01Need{"stage 01_tf32", 80, "TF32 tensor cores"};
+
 TEST(UnsupportedGpu, RefusedWithWhatItLacks) {
-    EXPECT_EQ(unsupported_device_message("Tesla T4", 7, 5),
-              "GPU Tesla T4 (sm_75) lacks bf16 tensor cores: the stages need compute capability 8.0 (Ampere) or newer");
-    EXPECT_CONTAINS(unsupported_device_message("Tesla V100-SXM2-16GB", 7, 0), "GPU Tesla V100-SXM2-16GB (sm_70)");
-    for (int major : {8, 9, 10, 12}) EXPECT_EQ(unsupported_device_message("any", major, 0), "") << major;
-    EXPECT_EQ(unsupported_device_message("NVIDIA GeForce RTX 3090", 8, 6), "");
+    EXPECT_EQ(gpu_refusal("Tesla T4", 7, 5, kStage00Need), "");
+    EXPECT_EQ(gpu_refusal("Tesla T4", 7, 5, kStage01Need),
+              "GPU Tesla T4 (sm_75) cannot run stage 01_tf32: it needs compute capability 8.0 (Ampere) or newer for "
+              "TF32 tensor cores; stage 00 runs on this GPU (cmake --preset stage00)");
+    EXPECT_EQ(gpu_refusal("NVIDIA GeForce RTX 2080 Ti", 7, 5, kStage00Need), "");
+
+    // Older than CUDA 13 builds for: no stage runs, and the line says so instead of pointing at stage 00.
+    EXPECT_EQ(gpu_refusal("Tesla V100-SXM2-16GB", 7, 0, kStage00Need),
+              "GPU Tesla V100-SXM2-16GB (sm_70) cannot run stage 00_fp32_baseline: CUDA 13 builds for compute "
+              "capability 7.5 (Turing) or newer, so no stage runs on this GPU");
+    EXPECT_EQ(gpu_refusal("Tesla V100-SXM2-16GB", 7, 0, kStage01Need),
+              "GPU Tesla V100-SXM2-16GB (sm_70) cannot run stage 01_tf32: it needs compute capability 8.0 (Ampere) "
+              "or newer for TF32 tensor cores; no stage runs on this GPU, since CUDA 13 builds for compute "
+              "capability 7.5 (Turing) or newer");
+
+    const std::pair<int, int> kAmpereAndNewer[] = {{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {12, 0}};
+    for (const auto& [major, minor] : kAmpereAndNewer) {
+        EXPECT_EQ(gpu_refusal("any", major, minor, kStage00Need), "") << major << minor;
+        EXPECT_EQ(gpu_refusal("any", major, minor, kStage01Need), "") << major << minor;
+    }
+    EXPECT_EQ(gpu_refusal("NVIDIA GeForce RTX 3090", 8, 6, kStage01Need), "");
+    // sm_100 is compute capability 10.0, not "sm_100 < 80" nor a 1.0 read from "100".
+    EXPECT_EQ(gpu_refusal("NVIDIA B200", 10, 0, {"stage X", 90, "something of Hopper"}), "");
+    EXPECT_CONTAINS(gpu_refusal("NVIDIA A100", 8, 0, {"stage X", 90, "something of Hopper"}),
+                    "(sm_80) cannot run stage X: it needs compute capability 9.0 (Hopper) or newer for something");
+}
+
+// The GPU tests of a stage skip with one clause that tests/after_tests.cmake can read back from
+// "<why>: GPU test skipped": no ':' or '"' in it, whatever the GPU's name.
+TEST(UnsupportedGpu, TestSkipReasonIsOneClause) {
+    EXPECT_EQ(gpu_test_skip_reason("Tesla T4", 7, 5, kStage00Need), "");
+    EXPECT_EQ(gpu_test_skip_reason("Tesla T4", 7, 5, kStage01Need),
+              "GPU Tesla T4 (sm_75) cannot run stage 01_tf32, which needs compute capability 8.0 (Ampere) or newer "
+              "for TF32 tensor cores");
+    EXPECT_EQ(gpu_test_skip_reason("Tesla V100-SXM2-16GB", 7, 0, kStage00Need),
+              "GPU Tesla V100-SXM2-16GB (sm_70) cannot run stage 00_fp32_baseline, which needs compute capability "
+              "7.5 (Turing) or newer with CUDA 13");
+    const std::string odd = gpu_test_skip_reason("GPU \"A:B\"", 7, 5, {"stage 01_tf32", 80, "x: \"y\""});
+    EXPECT_EQ(odd.find_first_of(":\""), std::string::npos) << odd;
+    for (int major : {8, 9, 10, 12}) EXPECT_EQ(gpu_test_skip_reason("any", major, 0, kStage01Need), "") << major;
+}
+
+// What --help and the banner print on the "gpu" line.
+TEST(UnsupportedGpu, NeedAsHelpSaysIt) {
+    EXPECT_EQ(describe_gpu_need(kStage00Need), "needs compute capability 7.5 or newer (fp32 CUDA cores only)");
+    EXPECT_EQ(describe_gpu_need(kStage01Need), "needs compute capability 8.0 or newer (TF32 tensor cores)");
+    EXPECT_EQ(compute_capability_name(120), "12.0");
 }
 
 }  // namespace

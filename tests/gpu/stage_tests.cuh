@@ -13,8 +13,8 @@
 //            as a CUDA Graph (which only works if the step never makes the host wait)
 //   Policy   the op table names files that exist (runs without a GPU too)
 //
-// Every test runs in the GpuTest fixture, which skips it on a machine without a GPU (and fails
-// it instead when REQUIRE_GPU=1). How to run them: tests/gpu/README.md.
+// Every test runs in the StageGpuTest fixture, which skips it on a machine without a GPU or with
+// one older than the stage needs (and fails it instead when REQUIRE_GPU=1). How to run them: tests/gpu/README.md.
 //
 // The ops are called exactly as the model graph calls them (common/train/gpt.h): activations
 // and layer parameters in the stage's act_t; parameter gradients, LayerNorm statistics, losses,
@@ -150,11 +150,16 @@ std::string model_trace() {
 
 }  // namespace
 
+// A GPU that refuses a stage is told that stage 00 runs on it (util/compute_capability.h): true
+// while stage 00 asks for no more than CUDA 13 builds for.
+static_assert(gpt::Stage00::kMinComputeCapability == gpt::kCudaOldestComputeCapability,
+              "stage 00 must run on every GPU CUDA 13 builds for");
+
 // One fixture per suite, so that the test names read Kernels.*, Matmul.* and Model.*.
-class Kernels : public gpt::test::GpuTest {};
-class Matmul : public gpt::test::GpuTest {};
-class Model : public gpt::test::GpuTest {};
-class Slots : public gpt::test::GpuTest {};
+class Kernels : public gpt::test::StageGpuTest<TestStage> {};
+class Matmul : public gpt::test::StageGpuTest<TestStage> {};
+class Model : public gpt::test::StageGpuTest<TestStage> {};
+class Slots : public gpt::test::StageGpuTest<TestStage> {};
 
 // ---- embeddings -------------------------------------------------------------------------------
 
