@@ -18,7 +18,8 @@ file(READ "${LOG}.tmp" log)
 
 string(REGEX MATCHALL "\n[0-9]+/[0-9]+ Test: " ran "${log}")
 list(LENGTH ran ran)
-string(REGEX MATCHALL "\nTest Failed\\." failed "${log}")
+# "Test Failed." (an exit code, a crash, a timeout) or "Test Fail Reason:" (a pass or fail regex)
+string(REGEX MATCHALL "\nTest Fail" failed "${log}")
 list(LENGTH failed failed)
 # The GPU test fixture's skip message (common/testing/gpu_test.cuh), once per skipped test.
 string(REGEX MATCHALL "\n[^\n\":]*: GPU test skipped" gpu_skips "${log}")

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "util/error.h"
 
@@ -16,6 +17,11 @@ Logger::Logger(const std::string& path) : path_(path) {
     if (path.empty()) return;
     struct stat st = {};
     if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error("--log " + path + ": is a directory");
+    // Its folder is made if missing, as --save's is (runs/stage01.jsonl in a fresh clone).
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::exists(dir, ec) && !std::filesystem::create_directories(dir, ec))
+        throw Error("--log " + path + ": cannot create its directory " + dir.string() + " (" + ec.message() + ")");
     // Non-blocking, so that a FIFO nobody reads fails at once instead of hanging the run;
     // /dev/null, a pipe being read and regular files work.
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
