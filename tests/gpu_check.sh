@@ -23,6 +23,7 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
              exercise's tests must fail naming it, every other GPU test must pass
   kernels    bench_stageNN: every op forward and backward at GPT-2 124M shapes, JSON + table;
              tests/bench/step_breakdown.py: from those, where one step's time goes per stage;
+             tests/bench/roofline.py: every op against the copy and GEMM roofs;
              then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends
   ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU;
              the step breakdown again, with the ladder's ms/step beside its sums
@@ -229,8 +230,9 @@ phase_kernels() {
         ((rc == 3)) && { STATUS=NO-GPU DETAIL="bench_stageNN needs a GPU"; return; }
         ((rc == 0)) && done=$((done + 1)) || bad=$((bad + 1))
     done
-    # Where one step's time goes, per stage, from those JSON files (a figure, which fails nothing:
-    # without Python, or should the script fail, the measurements above still stand).
+    # Where one step's time goes, per stage, and every op against the roofs (the ceilings each
+    # JSON records), from those JSON files (figures, which fail nothing: without Python, or
+    # should a script fail, the measurements above still stand).
     local breakdown=""
     if ((done > 0)) && command -v "$PY" >/dev/null 2>&1; then
         if (cd "$REPO" && SHOW=1 run "$LOGS/step_breakdown.log" "$PY" tests/bench/step_breakdown.py \
@@ -238,6 +240,12 @@ phase_kernels() {
             breakdown=", kernels/step_breakdown.svg"
         else
             breakdown="; step_breakdown.py reported a problem (logs/step_breakdown.log)"
+        fi
+        if (cd "$REPO" && SHOW=1 run "$LOGS/roofline.log" "$PY" tests/bench/roofline.py \
+            --out "$OUT/kernels/roofline.svg" "$OUT"/kernels/stage[0-9][0-9].json); then
+            breakdown+=", kernels/roofline.svg"
+        else
+            breakdown+="; roofline.py reported a problem (logs/roofline.log)"
         fi
     fi
     # Attention alone beside PyTorch's SDPA backends, at T = 1024 and 2048 (tests/bench/attention.py).

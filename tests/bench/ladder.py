@@ -69,7 +69,8 @@ TRAIN_SETTINGS = [
     ("--grad-clip", "1.0"),
 ]
 
-# The PyTorch configurations of the source material, each with the stage it corresponds to
+# The PyTorch configurations the chapters name as each stage's counterpart (the one-liner of
+# docs/NN_*.md, as nanoGPT applies it), each with the stage it corresponds to
 # (tests/reference/README.md, "The C++ stages and their PyTorch counterparts").
 TORCH_CONFIGS = [
     # key, stage, short label, options of tests/reference/gpt2_reference.py
@@ -724,8 +725,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(
         prog="ladder.py",
         description="The benchmark ladder: every built C++ stage and the PyTorch reference in the "
-                    "configurations of the source material, on the same GPU, workload, data and "
-                    "initial checkpoint. See tests/bench/README.md.",
+                    "configurations that the chapters name as each stage's counterpart, on the same "
+                    "GPU, workload, data and initial checkpoint. See tests/bench/README.md.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--build", default=os.path.join(REPO, "build", "all"),
                    help="build tree with the stage trainers (build/<preset>)")

@@ -110,6 +110,27 @@ class Svg:
         os.replace(tmp, path)
 
 
+def kernel_figure_parser(description, epilog):
+    """The command line every figure drawn from the kernel benchmark's JSON starts from
+    (step_breakdown.py, roofline.py): the stage files, --out and --batch."""
+    p = argparse.ArgumentParser(description=description, epilog=epilog)
+    p.add_argument("json", nargs="+", metavar="STAGE.json", help="bench_stageNN --json output, one per stage")
+    p.add_argument("--out", required=True, metavar="FILE.svg", help="the SVG to write")
+    p.add_argument("--batch", type=int, default=16, help="the batch size whose rows are used [16]")
+    return p
+
+
+def benchmark_runs(stages):
+    """(GPUs, date, sequence lengths) of the stage files of a kernel-benchmark figure, as text:
+    each stage has .gpu, .date and .seq; a date range or several values where the files differ."""
+    gpus = " / ".join(sorted({s.gpu for s in stages}))
+    dates = sorted({s.date for s in stages if s.date})
+    seqs = sorted({s.seq for s in stages if s.seq})
+    seq = "/".join(str(t) for t in seqs) or "?"
+    date = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "no date"
+    return gpus, date, seq
+
+
 def workload_title(meta):
     parts = [f"GPT-2 {meta.get('model_title', meta.get('model', ''))}".strip()]
     if meta.get("batch") and meta.get("seq"):

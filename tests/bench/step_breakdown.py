@@ -41,7 +41,6 @@ Exit status: 0 the figure is written and complete; 1 written, but a row was unkn
 Python 3 standard library only. See tests/bench/README.md.
 """
 
-import argparse
 import json
 import os
 import re
@@ -51,7 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)  # plot.py, next to this file
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
-from plot import STAGE_COLOURS, Svg, fmt_tick, nice_ticks  # noqa: E402
+from plot import STAGE_COLOURS, Svg, benchmark_runs, fmt_tick, kernel_figure_parser, nice_ticks  # noqa: E402
 
 # GPT-2 124M, the only model the kernel benchmark measures (kernel_bench.cuh: config "d12").
 N_LAYER = 12
@@ -255,13 +254,9 @@ def read_ladder(path, batch, seq, gpus):
 
 
 def subtitle(stages, batch):
-    gpus = sorted({s.gpu for s in stages})
-    dates = sorted({s.date for s in stages if s.date})
-    seqs = sorted({s.seq for s in stages if s.seq})
-    seq = "/".join(str(t) for t in seqs) or "?"
-    date = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else "no date"
+    gpus, date, seq = benchmark_runs(stages)
     return (f"sum of the kernel benchmark's per-op medians (not a profiler trace), GPT-2 124M B={batch} "
-            f"T={seq}, {' / '.join(gpus)}, {date}")
+            f"T={seq}, {gpus}, {date}")
 
 
 def print_table(stages, ladder, ladder_note, detail, out=None):
@@ -410,7 +405,7 @@ def draw(stages, ladder, ladder_note, left_out, path):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
+    p = kernel_figure_parser(
         description="One stacked bar per stage: where one GPT-2 124M training step's time goes, from the kernel "
                     "benchmark's JSON (bench_stageNN --json). Each segment is an op group's medians times the "
                     "number of calls one step makes (the tables ROWS and SLOTS at the top of this script, read "
@@ -418,9 +413,6 @@ def main(argv=None):
         epilog="Exit status: 0 written and complete; 1 written, but a row was unknown to the tables or one the "
                "step needs was missing or not measured (reported on stderr, and in the figure); 2 bad usage or "
                "no readable input. See tests/bench/README.md.")
-    p.add_argument("json", nargs="+", metavar="STAGE.json", help="bench_stageNN --json output, one per stage")
-    p.add_argument("--out", required=True, metavar="FILE.svg", help="the SVG to write")
-    p.add_argument("--batch", type=int, default=16, help="the batch size whose rows are used [16]")
     p.add_argument("--ladder", metavar="results.json",
                    help="the ladder's results.json (tests/bench/ladder.py): its measured ms/step beside each sum")
     p.add_argument("--layers", type=int, default=N_LAYER, help=f"blocks of the model [{N_LAYER}, GPT-2 124M]")

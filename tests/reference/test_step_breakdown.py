@@ -14,13 +14,10 @@ The SVG of the committed files goes to $STEP_BREAKDOWN_OUT (CTest: the build dir
 a temporary directory.
 """
 
-import contextlib
 import copy
-import io
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import unittest
@@ -41,21 +38,18 @@ sys.path.insert(0, os.path.dirname(SCRIPT))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import step_breakdown  # noqa: E402
 
+sys.path.insert(0, HERE)
+import script_harness  # noqa: E402  (next to this file)
+
 
 def run(*args):
     """The script as a program: its exit status, stdout and stderr."""
-    return subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True, timeout=60)
+    return script_harness.run(SCRIPT, *args)
 
 
 def call(*args):
     """The same in this process (no second interpreter to start: the test stays well under a second)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = step_breakdown.main(list(args))
-        except SystemExit as exc:  # argparse
-            code = exc.code
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return script_harness.call(step_breakdown.main, *args)
 
 
 def sums(stdout):
