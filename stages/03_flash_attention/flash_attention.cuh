@@ -13,15 +13,19 @@
 //             flash_backward_dkdv_kernel  dk, dv        <- q, k, v, dout, lse, D  (one block: 64 keys)
 //             flash_backward_dq_kernel    dq            <- q, k, v, dout, lse, D  (one block: 64 queries)
 //
-// dq is made by its own kernel, which recomputes the scores a second time, rather than added up
-// by every key block with atomics: the result is then the same bit for bit on every run, which
-// a replayed CUDA Graph (stage 04) and a resumed run are tested against.
+// dq is made by its own kernel, which recomputes S and dP a second time (7 matrix products per
+// pair of tiles, 4 in the dk/dv kernel and 3 here, instead of 5), rather than added up by every
+// key block with atomic additions as in FlashAttention-2's single backward kernel. Each kernel is
+// then a plain loop that is easier to read and to make an exercise of, and this op's dq comes out
+// the same on every run. (A training step as a whole still is not bit-reproducible: other kernels
+// add with atomics, the embedding's and the LayerNorm's parameter gradients among them.) The
+// price is the two extra products; docs/03_flash_attention.md, "The backward pass", counts it.
 //
 // The kernels read q, k and v where the QKV projection wrote them (rows of 3C, head h at column
 // h·HS of each third) and write out and dqkv in the same row layout, so no permute is needed.
 // Matrix products are mma.sync.m16n8k16 (bf16 operands, fp32 sums; sm_80 and later), operands
 // moved from shared memory to registers with ldmatrix. The chapter, docs/03_flash_attention.md,
-// draws the tiles and the fragments.
+// draws the tiles (docs/figures/attention_tiles.svg) and the fragments (mma_fragments.svg).
 //
 // PyTorch equivalent: F.scaled_dot_product_attention(q, k, v, is_causal=True)
 #pragma once
@@ -286,7 +290,11 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ __align__(16) bf16 k_s[2][kTile * LD];
     __shared__ __align__(16) bf16 v_s[2][kTile * LD];
 
-    const int q_tile = gridDim.x - 1 - blockIdx.x;  // the longest rows start first
+    // Reversed: within one (batch, head), the lowest blockIdx.x takes the longest row of tiles.
+    // Only within one: blockIdx.x (the query tile) varies fastest and blockIdx.y is the (batch,
+    // head), so the blocks of every query tile of head 0 come before those of head 1 (in the
+    // order in which GPUs usually start blocks; CUDA promises none).
+    const int q_tile = gridDim.x - 1 - blockIdx.x;
     const Head<HS> head(qkv, T, NH);
     const int C = head.C, stride = head.stride;
     const bf16 *q = head.q, *k = head.k, *v = head.v;
@@ -452,7 +460,7 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ __align__(16) bf16 k_s[2][kTile * LD];
     __shared__ __align__(16) bf16 v_s[2][kTile * LD];
 
-    const int q_tile = gridDim.x - 1 - blockIdx.x;
+    const int q_tile = gridDim.x - 1 - blockIdx.x;  // reversed as in the forward
     const Head<HS> head(qkv, T, NH);
     const int C = head.C, stride = head.stride;
     const bf16 *q = head.q, *k = head.k, *v = head.v;

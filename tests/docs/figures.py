@@ -9,14 +9,22 @@ The CTest test docs.figures_match_script runs --check. A figure is a function of
 of the SVG helpers it shares with the benchmarks' plots (tests/bench/plot.py), with no date and
 no randomness: the same script always writes the same bytes. After a change to either, run it.
 
-  attention_tiles.svg   chapter 03, "Tiles": the causal score matrix at T = 256 cut into the
-                        kernel's 64 x 64 tiles (skipped, diagonal, full; the blocks in launch
-                        order), and where one block keeps its operands (q in registers, k and v
-                        tiles double-buffered in shared memory, s and o in registers per warp).
+  attention_tiles.svg   chapter 03, "Tiles": the causal score matrix of one (batch, head) at
+                        T = 256 cut into the kernel's 64 x 64 tiles (skipped, diagonal, full;
+                        which blockIdx.x takes each row of tiles), and where one block keeps its
+                        operands (q in registers, k and v tiles double-buffered in shared memory,
+                        s and o in registers per warp).
+  mma_fragments.svg     chapter 03, "The tensor-core fragments": which of the 32 lanes of a warp
+                        holds which element of A (16 x 16), B (16 x 8) and the fp32 D (16 x 8) of
+                        mma.sync.m16n8k16, and how the D of two neighbouring 8-column tiles is
+                        the A of the next product (a_from_accumulators).
 
 The sizes drawn are the kernel's own: the constants of stages/03_flash_attention/
-flash_attention.cuh are read and compared with those this file draws; if they differ the script
-stops and says so, since the figure would no longer describe the kernel.
+flash_attention.cuh are read and compared with those this file draws, and so is the comment
+there that states the fragment layout (PTX ISA, "Matrix fragments for mma.m16n8k16"); if they
+differ the script stops and says so, since a figure would no longer describe the kernel. The
+fragment figure also checks, before drawing, that the packing of a_from_accumulators maps the
+two D tiles onto A's layout element for element.
 """
 
 import argparse
@@ -30,7 +38,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "bench"))  # plot.py: the SVG helpers and colours of the benchmarks
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
-from plot import STAGE_COLOURS, Svg  # noqa: E402
+from plot import FONT, STAGE_COLOURS, Svg  # noqa: E402
 
 REGENERATE = "python3 tests/docs/figures.py"
 
@@ -94,9 +102,9 @@ def score_matrix(svg):
         svg.text(gx + (j + 0.5) * c, 127, f"tile j = {j}", size=10, anchor="middle", colour=MUTED)
     svg.text(gx - 12, 120, "queries ↓", size=13, anchor="end", weight="bold")
     for i in range(n):
-        block = n - 1 - i  # q_tile = gridDim.x - 1 - blockIdx.x: block 0 takes the last row
+        block = n - 1 - i  # q_tile = gridDim.x - 1 - blockIdx.x: blockIdx.x = 0 takes the last row
         y = gy + i * c
-        svg.text(gx - 12, y + c / 2 - 3, f"block {block}", size=13, anchor="end", weight="bold")
+        svg.text(gx - 12, y + c / 2 - 3, f"blockIdx.x = {block}", size=12, anchor="end", weight="bold")
         svg.text(gx - 12, y + c / 2 + 13, f"queries {i * TILE}-{(i + 1) * TILE - 1}", size=10, anchor="end",
                  colour=MUTED)
         svg.text(gx + n * c + 8, y + c / 2 + 4, f"{i + 1} tile{'s' if i else ''}", size=11, colour=MUTED)
@@ -137,9 +145,11 @@ def score_matrix(svg):
     svg.rect(x0, ly - 11, 22, 14, "url(#skipped)", stroke="#ccc", width=1)
     svg.text(x0 + 30, ly, "skipped: above the diagonal, never loaded, never computed", size=12)
     ly += 30
-    for line in ("One block per 64 queries of one (batch, head): grid (T/64, B·NH).",
-                 "Block 0 takes the last, longest row (q_tile = gridDim.x − 1 − blockIdx.x):",
-                 "the long rows start first, the short ones fill in at the end.",
+    for line in ("One block per 64 queries of one (batch, head): grid (T/64, B·NH),",
+                 "blockIdx.y = (batch, head). q_tile = gridDim.x − 1 − blockIdx.x: within one",
+                 "(batch, head) the longest row gets the lowest blockIdx.x. Blocks are",
+                 "usually started x fastest (CUDA promises no order), so all rows of head 0",
+                 "go before head 1's: long and short rows alternate across the grid.",
                  "Each block walks its row left to right (→), key tile 0 up to its own."):
         svg.text(x0, ly, line, size=12, colour="#333")
         ly += 18
@@ -232,7 +242,7 @@ def one_block(svg):
 
 
 def attention_tiles(path):
-    W, H = 1120, 640
+    W, H = 1120, 690
     svg = Svg(W, H)
     defs(svg)
     svg.text(24, 30, f"The tiles of flash attention (stage 03), T = {T}: {TILE} queries × {TILE} keys per tile",
@@ -245,7 +255,204 @@ def attention_tiles(path):
     svg.write(str(path))
 
 
-FIGURES = {"attention_tiles.svg": attention_tiles}
+# ----------------------------------------------------------------------------------------------
+# mma_fragments.svg
+
+# The fragment layout as flash_attention.cuh states it above mma_bf16 (PTX ISA, "Matrix fragments
+# for mma.m16n8k16"). The figure draws these three lines; if the comment changes, so must this.
+FRAGMENT_COMMENT = (
+    "//   A  4 registers of 2 bf16: (row g, cols 2c, 2c+1), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..)",
+    "//   B  2 registers of 2 bf16: (rows 2c, 2c+1, col g), (rows 2c+8, 2c+9, col g)",
+    "//   D  4 floats: (g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1)",
+)
+LANE = 5  # the lane the figure follows
+
+
+def fragment_comment_found(root):
+    """Whether flash_attention.cuh still states the layout in the words this figure draws."""
+    lines = [line.strip() for line in (root / FLASH_SOURCE).read_text(encoding="utf-8").split("\n")]
+    return all(line.strip() in lines for line in FRAGMENT_COMMENT)
+
+
+def a_owner(r, k):
+    """(lane, register, half) holding element (row r, column k) of A, 16 x 16."""
+    return 4 * (r % 8) + (k % 8) // 2, (r // 8) + 2 * (k // 8), k % 2
+
+
+def b_owner(k, n):
+    """(lane, register, half) holding element (row k, column n) of B, 16 x 8."""
+    return 4 * n + (k % 8) // 2, k // 8, k % 2
+
+
+def d_owner(r, n):
+    """(lane, element) holding element (row r, column n) of D, 16 x 8: d[0..3] of the thread."""
+    return 4 * (r % 8) + n // 2, 2 * (r // 8) + n % 2
+
+
+def check_accumulators_to_a():
+    """a_from_accumulators: a[0] = (acc[2k][0], acc[2k][1]), a[1] = (acc[2k][2], acc[2k][3]),
+    a[2], a[3] the same of acc[2k + 1]. Every element of the two D tiles must land where A's
+    layout wants it, in the same lane: otherwise the figure's claim is false."""
+    for tile in (0, 1):  # 8-column tiles 2k and 2k + 1
+        for r in range(16):
+            for n in range(8):
+                lane, e = d_owner(r, n)
+                register, half = 2 * tile + e // 2, e % 2
+                if a_owner(r, 8 * tile + n) != (lane, register, half):
+                    raise AssertionError(f"D tile {tile} ({r}, {n}) is not A ({r}, {8 * tile + n})")
+
+
+A_COLOURS = (BLUE, ORANGE, GREEN, PURPLE)  # a[0] .. a[3]; D rows 0-7 / 8-15 of tile 2k, 2k + 1
+B_COLOURS = (TEAL, PINK)                   # b[0], b[1]
+
+
+def fragment_grid(svg, x, y, rows, cols, cell, owner, colour, label, pairs, index_size=9):
+    """A rows x cols matrix, one cell per element: the lane that holds it, tinted by register.
+    `pairs`: "cols" (a register's two halves side by side) or "rows" (one above the other).
+    The cells' texts share their attributes in groups, to keep the file small."""
+    for j in range(cols):
+        svg.text(x + (j + 0.5) * cell, y - 5, str(j), size=index_size, anchor="middle", colour=MUTED)
+    for i in range(rows):
+        svg.text(x - 5, y + (i + 0.5) * cell + 3, str(i), size=index_size, anchor="end", colour=MUTED)
+    tints, strong, lanes, mine, tags, outlines = [], [], [], [], [], []
+    for i in range(rows):
+        for j in range(cols):
+            lane, tag = owner(i, j)
+            cx, cy = x + j * cell, y + i * cell  # whole pixels: x, y and cell are integers
+            followed = lane == LANE
+            (strong if followed else tints).append(
+                f'<rect x="{cx}" y="{cy}" width="{cell}" height="{cell}" fill="{colour(i, j)}"/>')
+            (mine if followed else lanes).append(f'<text x="{cx + cell // 2}" y="{cy + cell // 2 + 1}">{lane}</text>')
+            tags.append(f'<text x="{cx + cell // 2}" y="{cy + cell - 3}">{tag}</text>')
+            if followed:
+                outlines.append(f'<rect x="{cx + 1}" y="{cy + 1}" width="{cell - 2}" height="{cell - 2}"/>')
+    size = 11 if cell >= 26 else 9
+    svg.add('<g fill-opacity="0.3">' + "".join(tints) + "</g>")
+    svg.add('<g fill-opacity="0.75">' + "".join(strong) + "</g>")
+    svg.add(f'<g font-size="{size}" text-anchor="middle" fill="#333" {FONT}>' + "".join(lanes) + "</g>")
+    svg.add(f'<g font-size="{size}" text-anchor="middle" font-weight="bold" fill="#111" {FONT}>' + "".join(mine)
+            + "</g>")
+    svg.add(f'<g font-size="7" text-anchor="middle" fill="#555" {FONT}>' + "".join(tags) + "</g>")
+    # Thin lines between cells, thicker between register pairs and between the 8 x 8 quarters.
+    for j in range(cols + 1):
+        w = 2.0 if j % 8 == 0 else 1.2 if (pairs == "cols" and j % 2 == 0) else 0.4
+        svg.line(x + j * cell, y, x + j * cell, y + rows * cell, colour="#666" if w > 1 else "#bbb", width=w)
+    for i in range(rows + 1):
+        w = 2.0 if i % 8 == 0 else 1.2 if (pairs == "rows" and i % 2 == 0) else 0.4
+        svg.line(x, y + i * cell, x + cols * cell, y + i * cell, colour="#666" if w > 1 else "#bbb", width=w)
+    # The followed lane's cells, outlined.
+    svg.add('<g fill="none" stroke="#111" stroke-width="2">' + "".join(outlines) + "</g>")
+    if label:
+        svg.text(x, y - 22, label, size=13, weight="bold")
+
+
+def mma_fragments(path):
+    check_accumulators_to_a()
+    W, H = 1120, 1180
+    svg = Svg(W, H)
+    defs(svg)
+    svg.text(24, 30, "The fragments of mma.sync.m16n8k16 (bf16 × bf16 → fp32): which thread holds which element",
+             size=17, weight="bold")
+    svg.text(24, 50, "Each cell: the lane (0-31) of the warp that holds the element, and which of its registers "
+             "(tint). Lane = 4g + c, with g = lane / 4 and c = lane % 4.", size=12, colour=MUTED)
+    svg.text(24, 67, "Row and column numbers are the element's within the operand. Source: PTX ISA, "
+             "\"Matrix fragments for mma.m16n8k16\"; the comment above mma_bf16 in flash_attention.cuh.",
+             size=12, colour=MUTED)
+
+    cell = 28
+    top = 118
+    ax, bx, dx = 44, 576, 858
+
+    def a_tag(r, k):
+        lane, reg, half = a_owner(r, k)
+        return lane, f"a{reg}" + ("·lo" if half == 0 else "·hi")
+
+    def b_tag(k, n):
+        lane, reg, half = b_owner(k, n)
+        return lane, f"b{reg}" + ("·lo" if half == 0 else "·hi")
+
+    def d_tag(r, n):
+        lane, e = d_owner(r, n)
+        return lane, f"d[{e}]"
+
+    fragment_grid(svg, ax, top, 16, 16, cell, a_tag, lambda r, k: A_COLOURS[a_owner(r, k)[1]],
+                  "A  16 × 16 bf16 (rows: m, columns: k)", "cols")
+    svg.text((ax + 16 * cell + bx) / 2, top + 8 * cell + 8, "×", size=26, anchor="middle", weight="bold")
+    fragment_grid(svg, bx, top, 16, 8, cell, b_tag, lambda k, n: B_COLOURS[b_owner(k, n)[1]],
+                  "B  16 × 8 bf16 (k × n)", "rows")
+    svg.text((bx + 8 * cell + dx) / 2, top + 8 * cell + 8, "=", size=26, anchor="middle", weight="bold")
+    fragment_grid(svg, dx, top, 16, 8, cell, d_tag, lambda r, n: A_COLOURS[r // 8],
+                  "D  16 × 8 fp32 (m × n): D += A·B", "cols")
+
+    # The lane followed, in words.
+    y = top + 16 * cell + 34
+    g, c = LANE // 4, LANE % 4
+    svg.text(24, y, f"Lane {LANE} (outlined): g = {g}, c = {c}. Its registers hold (row, column):", size=13,
+             weight="bold")
+
+    def cells(owner, rows, cols, reg):
+        got = [(i, j) for i in range(rows) for j in range(cols) if owner(i, j)[0] == LANE and owner(i, j)[1] == reg]
+        return " ".join(f"({i},{j})" for i, j in got)
+
+    lines = [
+        "A: a0 = " + cells(a_owner, 16, 16, 0) + ";  a1 = " + cells(a_owner, 16, 16, 1)
+        + ";  a2 = " + cells(a_owner, 16, 16, 2) + ";  a3 = " + cells(a_owner, 16, 16, 3),
+        "B: b0 = " + cells(b_owner, 16, 8, 0) + ";  b1 = " + cells(b_owner, 16, 8, 1),
+        "D: d[0], d[1], d[2], d[3] = " + " ".join(
+            f"({i},{j})" for e in range(4) for i in range(16) for j in range(8) if d_owner(i, j) == (LANE, e)),
+    ]
+    for k, line in enumerate(lines):
+        svg.text(40, y + 22 + 19 * k, line, size=12, colour="#333")
+    svg.text(40, y + 22 + 19 * 3, "A register is 32 bits: two bf16, the lower column (A) or row (B) in its low "
+             "half (lo). The four threads of a quad (same g) share a row of A and of D.", size=12, colour=MUTED)
+
+    # Second part: two D tiles are one A.
+    y0 = y + 120
+    svg.line(24, y0 - 28, W - 24, y0 - 28, colour="#e3e3e3")
+    svg.text(24, y0, "Why the probabilities never leave the registers (a_from_accumulators)", size=15, weight="bold")
+    svg.text(24, y0 + 19, "The scores s = q·kᵀ of a warp are 8 D tiles of 16 × 8 (64 keys). Put the D of tiles 2k and "
+             "2k + 1 side by side:", size=12, colour="#333")
+    small = 22
+    gx, gy = 48, y0 + 66
+
+    def pair_tag(r, j):
+        lane, e = d_owner(r, j % 8)
+        return lane, f"d[{e}]"
+
+    fragment_grid(svg, gx, gy, 16, 16, small, pair_tag, lambda r, j: A_COLOURS[2 * (j // 8) + r // 8],
+                  "", "cols", index_size=8)
+    svg.text(gx + 4 * small, gy - 22, "D of tile 2k", size=12, anchor="middle", weight="bold")
+    svg.text(gx + 12 * small, gy - 22, "D of tile 2k + 1", size=12, anchor="middle", weight="bold")
+    svg.text(gx + 8 * small, gy + 16 * small + 18, "columns 16k to 16k + 15 of s, fp32", size=11, anchor="middle",
+             colour=MUTED)
+
+    tx = gx + 16 * small + 40
+    arrow(svg, tx - 30, gy + 8 * small, tx - 6, gy + 8 * small)
+    rows = [
+        ("a[0] = pack_bf16(acc[2k][0], acc[2k][1])", "row g, columns 2c, 2c+1", BLUE),
+        ("a[1] = pack_bf16(acc[2k][2], acc[2k][3])", "row g+8, columns 2c, 2c+1", ORANGE),
+        ("a[2] = pack_bf16(acc[2k+1][0], acc[2k+1][1])", "row g, columns 2c+8, 2c+9", GREEN),
+        ("a[3] = pack_bf16(acc[2k+1][2], acc[2k+1][3])", "row g+8, columns 2c+8, 2c+9", PURPLE),
+    ]
+    svg.text(tx, gy + 6, "each thread, with no other thread's help, rounds its own", size=12, colour="#333")
+    svg.text(tx, gy + 24, "floats to bf16 and packs them in pairs:", size=12, colour="#333")
+    for k, (code, where, colour) in enumerate(rows):
+        yy = gy + 56 + 40 * k
+        svg.rect(tx, yy - 13, 16, 16, colour, opacity=0.45)
+        svg.text(tx + 24, yy, code, size=12, weight="bold", colour="#222")
+        svg.text(tx + 24, yy + 16, "holds " + where + ": A's register " + str(k) + " exactly", size=11, colour=MUTED)
+    svg.text(tx, gy + 232, "Compare with A above: every lane number stands in the same place. So the", size=12,
+             colour="#333")
+    svg.text(tx, gy + 250, "16 × 16 block of probabilities is the A operand of p·v (k = 16 keys) as it is:",
+             size=12, colour="#333")
+    svg.text(tx, gy + 268, "no shuffle, no trip through shared memory. Four such blocks make 64 keys.", size=12,
+             colour="#333")
+    svg.text(tx, gy + 296, "(The same in the backward: dv += Pᵀ·dout, dk += dSᵀ·q, dq += dS·k.)", size=12,
+             colour=MUTED)
+    svg.write(str(path))
+
+
+FIGURES = {"attention_tiles.svg": attention_tiles, "mma_fragments.svg": mma_fragments}
 
 
 def main():
@@ -260,6 +467,11 @@ def main():
     if constants != drawn:
         print(f"figures.py: {FLASH_SOURCE} has {constants}, attention_tiles.svg draws {drawn}: "
               "update tests/docs/figures.py", file=sys.stderr)
+        return 1
+
+    if not fragment_comment_found(root):
+        print(f"figures.py: the fragment layout stated above mma_bf16 in {FLASH_SOURCE} is not the one "
+              "mma_fragments.svg draws: update tests/docs/figures.py", file=sys.stderr)
         return 1
 
     out_dir = root / "docs" / "figures"
