@@ -38,6 +38,10 @@ stage to this one, so that the chapter can show its one optimization in one plac
     next to the first, so it is shown whole and not as a rewrite of the other.
 Each patch starts with comment lines, which patch tools skip. The chapter of stage NN_name must
 link to diffs/NN_name.patch; --check says so when it does not.
+
+Sources. A figure quoted from elsewhere names its source where it is quoted (title, author,
+year, address), so no page of docs/ and not README.md may say "the source material": both modes
+report each such line as a problem to fix by hand.
 """
 import argparse
 import difflib
@@ -51,6 +55,7 @@ MARKER = re.compile(rf"<!-- excerpt: (\S+) (?:from {QUOTED} to {QUOTED}|line {QU
 SKETCH = "<!-- sketch -->"
 CODE_LANGS = {"c", "c++", "cpp", "cu", "cuda", "cmake"}
 REGENERATE = "python3 tests/docs/sync_docs.py"
+UNNAMED_SOURCE = re.compile(r"\bsource\s+material\b", re.IGNORECASE)
 
 
 def matches(line, text):
@@ -143,6 +148,21 @@ def sync_markdown(root, md, problems, warnings):
     return "\n".join(out)
 
 
+def unnamed_sources(root, page, problems):
+    """A line that cites "the source material" instead of naming the source is a problem."""
+    name = page.relative_to(root).as_posix()
+    text = page.read_text(encoding="utf-8")
+    for number, line in enumerate(text.split("\n"), start=1):
+        if UNNAMED_SOURCE.search(line):
+            problems.append((f'{name}:{number}: says "source material": name the source (title, author, year, '
+                             f"address) where the figure is quoted", False))
+    # the phrase broken across two lines
+    for match in re.finditer(r"\bsource\n\s*material\b", text, re.IGNORECASE):
+        number = text.count("\n", 0, match.start()) + 1
+        problems.append((f'{name}:{number}: says "source material": name the source (title, author, year, '
+                         f"address) where the figure is quoted", False))
+
+
 def file_diff(root, old, new):
     """Unified diff lines from file old (None: a new file) to file new, paths relative to root."""
     def read(p):
@@ -187,6 +207,9 @@ def main():
         new = sync_markdown(root, md, problems, warnings)
         if new != md.read_text(encoding="utf-8"):
             writes.append((md, new))
+        unnamed_sources(root, md, problems)
+    if (root / "README.md").is_file():
+        unnamed_sources(root, root / "README.md", problems)
 
     stages = sorted(d for d in (root / "stages").iterdir() if d.is_dir() and re.match(r"\d\d_", d.name))
     diffs = root / "docs" / "diffs"
