@@ -1,4 +1,4 @@
-// The CPU reference as a stage policy: the model graph of common/train/gpt.h running the fp32
+// The CPU reference as a stage policy: the model graph of common/train/model_graph.h running the fp32
 // ops of common/cpu/ops.h in host memory. It is what `cmake --preset cpu && ./train` trains.
 //
 //   CpuBackend    host memory, copies, sums: what the GPU stages get from CudaBackend

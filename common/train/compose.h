@@ -1,6 +1,6 @@
 // The fusion slots of the model graph, filled with the single ops run one after another.
 //
-// The graph (common/train/gpt.h) calls four groups of ops through one name each, so that a
+// The graph (common/train/model_graph.h) calls four groups of ops through one name each, so that a
 // stage can replace the group with one fused kernel (stage 04) by overriding that name alone:
 //
 //   MatmulBiasGelu      y = gelu(x · Wᵀ + b)                      the MLP's first layer

@@ -1,20 +1,22 @@
-// The GPT-2 model graph, written once against a stage policy `S`: forward, backward, and the
-// training step that joins them to the optimizer. Every trainer of the project (the CPU
-// reference and each GPU stage) is this class with a different policy. From the policy it takes
+// The model as a trainer holds it, written once against a stage policy `S`: the model graph
+// (train/model_graph.h) with its buffers (train/buffers.h), the optimizer that owns the weights,
+// and what drives them: the training step, the staging of batches, validation, text
+// generation, parameters in and out, and the memory estimate. Every trainer of the project (the
+// CPU reference and each GPU stage) is this class with a different policy. From the policy it
+// takes
 //
 //   S::act_t                      activations and matmul operands (float, later bf16)
 //   S::Context, Buffer, HostBuffer   per-model state (stream, handles), device and pinned memory
 //   S::kContextBytes              the device memory a Context holds
 //   S::copy_in/out(_async), fill_zero, sum_into, synchronize, Range (a profiler range)
-//   the ops, as Ops<S> resolves them (train/policy.h): Embedding, LayerNorm, Matmul, Attention,
-//   Gelu, Residual, Classifier; the fusion slots MatmulBiasGelu, MatmulBackwardGelu,
-//   ResidualLayerNorm and ClassifierWithGrad; the Optimizer, which owns the weights; Parallel (rank, world, reductions)
+//   S::kCaptureStep               the step as one CUDA Graph (capture_step, replay_step, ...)
+//   the ops, as Ops<S> resolves them (train/policy.h), for the graph; the Optimizer, which owns
+//   the weights; Parallel (rank, world, reductions)
 //
 // Nothing here waits for the device except sync() and the read-back functions: a training step
 // is zero_grad(), then forward() and backward() per micro-batch, then update(), then sync(), and
 // train_step() does exactly that (as one CUDA Graph in stages with S::kCaptureStep).
-// All memory is allocated once, in the constructor. Shapes and the gradient conventions every
-// op follows: common/cpu/ops.h.
+// All memory is allocated once, in the constructor.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -29,6 +31,8 @@
 #include "data/loader.h"
 #include "model/config.h"
 #include "model/params.h"
+#include "train/buffers.h"
+#include "train/model_graph.h"
 #include "train/optimizer.h"
 #include "train/parallel.h"
 #include "train/policy.h"
@@ -50,10 +54,6 @@ class GPT {
     using O = Ops<S>;
     using Optimizer = typename O::Optimizer;
     using Parallel = typename O::Parallel;
-    template <class U>
-    using Buffer = typename S::template Buffer<U>;
-    template <class U>
-    using HostBuffer = typename S::template HostBuffer<U>;
     static_assert(std::is_same_v<typename Optimizer::act_t, act_t>,
                   "the stage's Optimizer must give the weights in the stage's act_t");
     static_assert(S::kVocabMultiple == 1 ||
@@ -68,36 +68,26 @@ class GPT {
           Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_), ctx_(stage_tag<S>),
           own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
           parallel_(parallel ? parallel : own_parallel_.get()), shard_(parallel_->shard(layout_.total())),
-          buckets_(gradient_buckets(layout_, config_.n_layer)), optimizer_(ctx_, layout_, shard_) {
-        const Sizes n(config_, B, T, micro_batches);
-        // Padded to whole shards: ZeRO-1 reduces and gathers it in equal pieces per process.
-        grads_ = Buffer<float>(shard_.padded);
-        S::fill_zero(ctx_, grads_.data(), shard_.padded);
-        inputs_ = Buffer<int>(n.tokens);
-        targets_ = Buffer<int>(n.tokens);
-        staging_ = HostBuffer<int>(n.staging);
-        scalars_ = Buffer<StepScalars>(1);
-        scalars_staging_ = HostBuffer<StepScalars>(1);
-        stats_ = Buffer<double>(kNumStats);
-        stats_host_ = HostBuffer<double>(kNumStats);
-        allocate_activations(n);
+          buckets_(gradient_buckets(layout_, config_.n_layer)), optimizer_(ctx_, layout_, shard_),
+          buf_(typename Buffers<S>::Sizes(config_, B, T, micro_batches, shard_)),
+          graph_(ctx_, config_, layout_, Vp_, buf_) {
+        S::fill_zero(ctx_, buf_.grads.data(), shard_.padded);
     }
 
     // The bytes this model would allocate, computed before allocating anything (the trainer
-    // refuses a run that does not fit: train/memory.h). `buffers` are S::Buffer memory (the
-    // device's on a GPU, the host's on the CPU), `host` are S::HostBuffer memory.
+    // refuses a run that does not fit: train/memory.h): the optimizer's and those of the buffer
+    // table. `buffers` are S::Buffer memory (the device's on a GPU, the host's on the CPU),
+    // `host` are S::HostBuffer memory. parallel: as for the constructor.
     struct Memory {
         size_t buffers = 0, host = 0;
     };
-    static Memory memory_needed(const GPTConfig& config, int B, int T, int micro_batches = 1) {
-        const Sizes n(checked(config, B, T, micro_batches), B, T, micro_batches);
-        Memory m;
-        m.buffers = S::kContextBytes + Optimizer::memory_bytes(ParamLayout(config, n.Vp)) +
-                    sizeof(float) * (n.params + n.stats * n.L + 3 * n.rows + n.classifier_saved + n.scratch) +
-                    sizeof(act_t) * (n.acts * n.L + 5 * n.act + n.logits + n.act3 + n.act4) +
-                    sizeof(int) * 2 * n.tokens + sizeof(StepScalars) + sizeof(double) * kNumStats;
-        m.host = sizeof(int) * n.staging + sizeof(StepScalars) + sizeof(double) * kNumStats;
-        return m;
+    static Memory memory_needed(const GPTConfig& config, int B, int T, int micro_batches = 1,
+                                const Parallel* parallel = nullptr) {
+        checked(config, B, T, micro_batches);
+        const ParamLayout layout(config, config.padded_vocab(S::kVocabMultiple));
+        const Shard shard = parallel ? parallel->shard(layout.total()) : whole(layout.total());
+        const auto table = Buffers<S>::bytes(typename Buffers<S>::Sizes(config, B, T, micro_batches, shard));
+        return {S::kContextBytes + Optimizer::memory_bytes(layout, shard) + table.device, table.pinned};
     }
 
     const GPTConfig& config() const { return config_; }
@@ -123,7 +113,7 @@ class GPT {
         if (parallel_->shards_optimizer()) parallel_->all_gather(ctx_, optimizer_.master(), shard_);
         return download_unpadded(optimizer_.master());
     }
-    std::vector<float> gradients() { return download_unpadded(grads_.data()); }
+    std::vector<float> gradients() { return download_unpadded(buf_.grads.data()); }
     void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v) {
         const std::vector<float> pm = pad_vocab(m, config_, Vp_), pv = pad_vocab(v, config_, Vp_);
         S::copy_in(ctx_, optimizer_.m(), pm.data() + shard_.begin, shard_.count);
@@ -147,7 +137,8 @@ class GPT {
         const size_t begin = layout_.offset[kWte] + size_t(config_.vocab_size) * config_.n_embd;
         const size_t count = size_t(Vp_ - config_.vocab_size) * config_.n_embd;
         std::vector<float> all, part(count);
-        for (const float* array : {static_cast<const float*>(optimizer_.master()), static_cast<const float*>(grads_.data())}) {
+        const float* master = optimizer_.master();
+        for (const float* array : {master, static_cast<const float*>(buf_.grads.data())}) {
             S::copy_out(ctx_, part.data(), array + begin, count);
             all.insert(all.end(), part.begin(), part.end());
         }
@@ -178,14 +169,11 @@ class GPT {
     void evaluate() {
         require_targets("evaluate()");
         const int N = B_cur_ * T_cur_;
-        op("classifier", [&] {
-            O::Classifier::forward(ctx_, losses_.data(), classifier_saved_.data(), logits_.data(), targets_.data(), N,
-                                   config_.vocab_size, Vp_, scratch_.data());
-        });
+        graph_.loss(N);
         add_losses(N);
     }
 
-    void zero_grad() { S::fill_zero(ctx_, grads_.data(), shard_.padded); }
+    void zero_grad() { S::fill_zero(ctx_, buf_.grads.data(), shard_.padded); }
 
     // The losses of the last forward() and the gradient of loss_scale · (their sum), added to
     // the parameter gradients: loss_scale = 1 / (all positions of the step) makes the gradient
@@ -205,13 +193,13 @@ class GPT {
     // The one synchronisation of a step: waits for everything queued and reads the mean loss
     // (over all processes) and the gradient norm.
     StepResult sync() {
-        if (positions_ > 0) parallel_->all_reduce_sum(ctx_, stats_.data() + kLossSum, 1);
-        S::copy_out_async(ctx_, stats_host_.data(), stats_.data(), kNumStats);
+        if (positions_ > 0) parallel_->all_reduce_sum(ctx_, buf_.stats.data() + kLossSum, 1);
+        S::copy_out_async(ctx_, buf_.stats_host.data(), buf_.stats.data(), kNumStats);
         wait_for_device();
         StepResult r;
         if (positions_ > 0)
-            r.loss = static_cast<float>(stats_host_.data()[kLossSum] / (double(positions_) * parallel_->world()));
-        if (updated_) r.grad_norm = static_cast<float>(std::sqrt(stats_host_.data()[kGradSumSquares]));
+            r.loss = static_cast<float>(buf_.stats_host.data()[kLossSum] / (double(positions_) * parallel_->world()));
+        if (updated_) r.grad_norm = static_cast<float>(std::sqrt(buf_.stats_host.data()[kGradSumSquares]));
         positions_ = 0;
         updated_ = false;
         return r;
@@ -294,7 +282,7 @@ class GPT {
     // Logits of one position after forward(), as floats (the first V): waits for the device.
     std::vector<float> logits_at(int b, int t) {
         std::vector<act_t> row(config_.vocab_size);
-        S::copy_out(ctx_, row.data(), logits_.data() + (size_t(b) * T_cur_ + t) * Vp_, row.size());
+        S::copy_out(ctx_, row.data(), buf_.logits.data() + (size_t(b) * T_cur_ + t) * Vp_, row.size());
         std::vector<float> out(row.size());
         for (size_t i = 0; i < row.size(); ++i) out[i] = static_cast<float>(row[i]);
         return out;
@@ -303,189 +291,44 @@ class GPT {
     void synchronize() { wait_for_device(); }
 
   private:
-    // One transformer block's saved activations (pointers into act_storage_ and stat_storage_).
-    // ln1 of block l > 0 is written by block l - 1, whose last op is residual + LayerNorm.
-    struct Layer {
-        act_t *ln1, *qkv, *atty, *attproj, *residual2, *ln2, *fch, *fch_gelu, *fcproj, *residual3;
-        float *ln1_mean, *ln1_rstd, *ln2_mean, *ln2_rstd;
-        void* att_saved;
-    };
+    using Graph = ModelGraph<S>;
 
-    // Runs one op inside a named range, so that a profiler's timeline shows the graph's names.
-    template <class F>
-    void op(const char* name, F&& enqueue) {
-        typename S::Range range(name);
-        enqueue();
-    }
-
-    // past < 0: a training forward of B x T tokens, whose attention saves what backward needs.
-    // past >= 0: text generation (forward_cached): B = 1, the T tokens at positions past ..
-    // past+T-1, their q|k|v rows written after the cached ones, attention over all of them.
+    // The step's part of a forward: the graph, with the shape backward() will see.
     void enqueue_forward(int B, int T, int past = -1) {
         B_cur_ = B;
         T_cur_ = T;
-        const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
-        const act_t* P = optimizer_.act_weights();
-        const auto& at = layout_.offset;
-        const size_t first_position = past < 0 ? 0 : size_t(past);
-
-        op("embedding", [&] {
-            O::Embedding::forward(ctx_, encoded_.data(), inputs_.data(), P + at[kWte],
-                                  P + at[kWpe] + first_position * C, B, T, C);
-        });
-        Layer& first = layers_[0];
-        op("ln_1", [&] {
-            O::LayerNorm::forward(ctx_, first.ln1, first.ln1_mean, first.ln1_rstd, encoded_.data(),
-                                  param(P, kLn1W, 0), param(P, kLn1B, 0), N, C);
-        });
-        for (int l = 0; l < L; ++l) {
-            Layer& a = layers_[l];
-            const act_t* x = l == 0 ? encoded_.data() : layers_[l - 1].residual3;  // the block's input
-            op("qkv", [&] {
-                O::Matmul::forward(ctx_, a.qkv + first_position * 3 * C, a.ln1, param(P, kQkvW, l),
-                                   param(P, kQkvB, l), N, C, 3 * C);
-            });
-            op("attention", [&] {
-                if (past < 0)
-                    O::Attention::forward(ctx_, a.atty, a.att_saved, a.qkv, B, T, C, NH, scratch_.data());
-                else
-                    S::cached_attention(ctx_, a.atty, static_cast<const act_t*>(a.qkv), past, T, C, NH);
-            });
-            op("attn_proj", [&] {
-                O::Matmul::forward(ctx_, a.attproj, a.atty, param(P, kAttProjW, l), param(P, kAttProjB, l), N, C, C);
-            });
-            op("residual+ln_2", [&] {
-                O::ResidualLayerNorm::forward(ctx_, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.attproj,
-                                              param(P, kLn2W, l), param(P, kLn2B, l), N, C);
-            });
-            op("fc+gelu", [&] {
-                O::MatmulBiasGelu::forward(ctx_, a.fch_gelu, a.fch, a.ln2, param(P, kFcW, l), param(P, kFcB, l), N, C,
-                                           4 * C);
-            });
-            op("fc_proj", [&] {
-                O::Matmul::forward(ctx_, a.fcproj, a.fch_gelu, param(P, kFcProjW, l), param(P, kFcProjB, l), N,
-                                   4 * C, C);
-            });
-            // The add that closes the block, with the LayerNorm that follows it: the next
-            // block's ln_1, or the final ln_f after the last block.
-            if (l + 1 < L) {
-                Layer& next = layers_[l + 1];
-                op("residual+ln_1", [&] {
-                    O::ResidualLayerNorm::forward(ctx_, a.residual3, next.ln1, next.ln1_mean, next.ln1_rstd,
-                                                  a.residual2, a.fcproj, param(P, kLn1W, l + 1),
-                                                  param(P, kLn1B, l + 1), N, C);
-                });
-            } else {
-                op("residual+ln_f", [&] {
-                    O::ResidualLayerNorm::forward(ctx_, a.residual3, lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(),
-                                                  a.residual2, a.fcproj, P + at[kLnfW], P + at[kLnfB], N, C);
-                });
-            }
-        }
-        // The output projection is tied to the token embedding: logits = lnf · wteᵀ.
-        op("lm_head", [&] {
-            O::Matmul::forward(ctx_, logits_.data(), lnf_.data(), P + at[kWte], static_cast<const act_t*>(nullptr), N,
-                               C, Vp_);
-        });
+        graph_.forward(optimizer_.act_weights(), B, T, past);
     }
 
-    // last: the step's last micro-batch, whose backward makes the gradients final.
+    // last: the step's last micro-batch, whose backward makes the gradients final and hands
+    // them, block by block, to the processes' reduction.
     void enqueue_backward(float loss_scale, bool last) {
-        const int B = B_cur_, T = T_cur_, N = B * T, C = config_.n_embd, NH = config_.n_head;
-        const int L = config_.n_layer;
-        const act_t* P = optimizer_.act_weights();
-        float* G = grads_.data();
-        const auto& at = layout_.offset;
-
-        // The loss and the gradient of the logits in one call, written over the logits.
-        act_t* dlogits = logits_.data();
-        op("classifier", [&] {
-            O::ClassifierWithGrad::forward_backward(ctx_, losses_.data(), dlogits, logits_.data(), targets_.data(),
-                                                    loss_scale, N, config_.vocab_size, Vp_,
-                                                    classifier_saved_.data(), scratch_.data());
+        graph_.backward(optimizer_.act_weights(), buf_.grads.data(), B_cur_, T_cur_, loss_scale, [&](int bucket) {
+            if (last) gradients_ready(bucket);
         });
-        add_losses(N);
-        op("lm_head backward", [&] {
-            O::Matmul::backward(ctx_, dlnf_.data(), G + at[kWte], nullptr, dlogits, lnf_.data(), P + at[kWte], N, C,
-                                Vp_);
-        });
-        // dres carries the gradient of the residual stream down through the blocks.
-        act_t* dres = dresidual_.data();
-        S::fill_zero(ctx_, dres, size_t(N) * C);
-        op("residual+ln_f backward", [&] {
-            O::ResidualLayerNorm::backward(ctx_, dres, G + at[kLnfW], G + at[kLnfB], dlnf_.data(),
-                                           layers_[L - 1].residual3, P + at[kLnfW], lnf_mean_.data(),
-                                           lnf_rstd_.data(), N, C);
-        });
-        for (int l = L - 1; l >= 0; --l) {
-            Layer& a = layers_[l];
-            // MLP branch; dres is the gradient of residual3 and, through the add, of fcproj.
-            // fc_proj's backward goes on through the GELU: dfch is the gradient of fch.
-            op("fc_proj+gelu backward", [&] {
-                O::MatmulBackwardGelu::backward(ctx_, dfch_.data(), grad(G, kFcProjW, l), grad(G, kFcProjB, l), dres,
-                                                a.fch_gelu, a.fch, param(P, kFcProjW, l), N, 4 * C, C);
-            });
-            op("fc backward", [&] {
-                O::Matmul::backward(ctx_, dbuf_.data(), grad(G, kFcW, l), grad(G, kFcB, l), dfch_.data(), a.ln2,
-                                    param(P, kFcW, l), N, C, 4 * C);
-            });
-            op("residual+ln_2 backward", [&] {
-                O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn2W, l), grad(G, kLn2B, l), dbuf_.data(),
-                                               a.residual2, param(P, kLn2W, l), a.ln2_mean, a.ln2_rstd, N, C);
-            });
-            // attention branch; dres is now the gradient of residual2
-            op("attn_proj backward", [&] {
-                O::Matmul::backward(ctx_, dbuf_.data(), grad(G, kAttProjW, l), grad(G, kAttProjB, l), dres, a.atty,
-                                    param(P, kAttProjW, l), N, C, C);
-            });
-            op("attention backward", [&] {
-                O::Attention::backward(ctx_, dqkv_.data(), dbuf_.data(), a.qkv, a.atty, a.att_saved, B, T, C, NH,
-                                       scratch_.data());
-            });
-            op("qkv backward", [&] {
-                O::Matmul::backward(ctx_, dbuf_.data(), grad(G, kQkvW, l), grad(G, kQkvB, l), dqkv_.data(), a.ln1,
-                                    param(P, kQkvW, l), N, C, 3 * C);
-            });
-            // ln_1 of the first block normalises the embeddings; that of a later block is the
-            // second half of the previous block's closing residual + LayerNorm.
-            if (l == 0) {
-                op("ln_1 backward", [&] {
-                    O::LayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf_.data(),
-                                           encoded_.data(), param(P, kLn1W, l), a.ln1_mean, a.ln1_rstd, N, C);
-                });
-            } else {
-                op("residual+ln_1 backward", [&] {
-                    O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf_.data(),
-                                                   layers_[l - 1].residual3, param(P, kLn1W, l), a.ln1_mean,
-                                                   a.ln1_rstd, N, C);
-                });
-            }
-            if (last) gradients_ready(L - 1 - l);  // block l's gradients are final
-        }
-        op("embedding backward", [&] {
-            O::Embedding::backward(ctx_, G + at[kWte], G + at[kWpe], dres, inputs_.data(), B, T, C);
-        });
-        if (last) gradients_ready(L);  // wte, wpe and ln_f
+        add_losses(B_cur_ * T_cur_);
     }
 
     void gradients_ready(int bucket) {
-        op("gradient reduction (bucket)", [&] { parallel_->gradients_ready(ctx_, grads_.data(), buckets_[bucket]); });
+        Graph::op("gradient reduction (bucket)",
+                  [&] { parallel_->gradients_ready(ctx_, buf_.grads.data(), buckets_[bucket]); });
         buckets_sent_ = bucket + 1 == int(buckets_.size());
     }
 
     void enqueue_update(const AdamWSettings& settings) {
-        S::copy_in_async(ctx_, scalars_.data(), scalars_staging_.data(), 1);
-        op("gradient reduction", [&] { parallel_->reduce_gradients(ctx_, grads_.data(), shard_, buckets_sent_); });
+        S::copy_in_async(ctx_, buf_.scalars.data(), buf_.scalars_staging.data(), 1);
+        Graph::op("gradient reduction",
+                  [&] { parallel_->reduce_gradients(ctx_, buf_.grads.data(), shard_, buckets_sent_); });
         buckets_sent_ = false;
-        double* sum_squares = stats_.data() + kGradSumSquares;
-        op("optimizer", [&] {
-            optimizer_.step(ctx_, grads_.data(), settings, scalars_.data(), sum_squares, [&] {
+        double* sum_squares = buf_.stats.data() + kGradSumSquares;
+        Graph::op("optimizer", [&] {
+            optimizer_.step(ctx_, buf_.grads.data(), settings, buf_.scalars.data(), sum_squares, [&] {
                 // ZeRO-1: each process has the sum of squares of its shard; the norm is of all.
                 if (parallel_->shards_optimizer()) parallel_->all_reduce_sum(ctx_, sum_squares, 1);
             });
         });
         if (parallel_->shards_optimizer())
-            op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
+            Graph::op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
         updated_ = true;
     }
 
@@ -497,19 +340,19 @@ class GPT {
         return slots_used_++;
     }
     void write_batch(int slot, const int* inputs, const int* targets, int N) {
-        int* s = staging_.data() + size_t(slot) * 2 * B_ * T_;
+        int* s = buf_.staging.data() + size_t(slot) * 2 * B_ * T_;
         std::memcpy(s, inputs, size_t(N) * sizeof(int));
         if (targets) std::memcpy(s + size_t(B_) * T_, targets, size_t(N) * sizeof(int));
         has_targets_ = targets != nullptr;
     }
     void upload_batch(int slot, int N, bool with_targets) {
-        const int* s = staging_.data() + size_t(slot) * 2 * B_ * T_;
-        S::copy_in_async(ctx_, inputs_.data(), s, N);
-        if (with_targets) S::copy_in_async(ctx_, targets_.data(), s + size_t(B_) * T_, N);
+        const int* s = buf_.staging.data() + size_t(slot) * 2 * B_ * T_;
+        S::copy_in_async(ctx_, buf_.inputs.data(), s, N);
+        if (with_targets) S::copy_in_async(ctx_, buf_.targets.data(), s + size_t(B_) * T_, N);
     }
     void write_scalars(float lr, int t) {
         if (scalars_used_) wait_for_device();
-        *scalars_staging_.data() = StepScalars{lr, t};
+        *buf_.scalars_staging.data() = StepScalars{lr, t};
         scalars_used_ = true;
     }
     void wait_for_device() {
@@ -526,8 +369,8 @@ class GPT {
 
     // The sum of the losses since the last sync(), on the device.
     void add_losses(int N) {
-        if (positions_ == 0) S::fill_zero(ctx_, stats_.data() + kLossSum, 1);
-        S::sum_into(ctx_, stats_.data() + kLossSum, losses_.data(), N);
+        if (positions_ == 0) S::fill_zero(ctx_, buf_.stats.data() + kLossSum, 1);
+        S::sum_into(ctx_, buf_.stats.data() + kLossSum, buf_.losses.data(), N);
         positions_ += N;
     }
 
@@ -559,91 +402,6 @@ class GPT {
         return config;
     }
 
-    // The element count of every buffer, from the shapes alone: the constructor allocates
-    // exactly these, and memory_needed() adds them up before anything is allocated.
-    struct Sizes {
-        size_t N, C, L, Vp;
-        size_t params, tokens, staging;  // gradients; inputs and targets; the pinned staging slots
-        size_t act, act3, act4;          // act_t of one N x C, N x 3C and N x 4C activation
-        size_t rows;                     // floats of one value per position (mean, rstd, loss)
-        size_t att_saved;                // floats attention saves for backward, per layer
-        size_t acts, stats;              // act_t and floats each layer keeps (act_storage_, stat_storage_)
-        size_t logits, classifier_saved, scratch;
-        Sizes(const GPTConfig& config, int B, int T, int micro_batches)
-            : N(size_t(B) * T), C(config.n_embd), L(config.n_layer), Vp(config.padded_vocab(S::kVocabMultiple)) {
-            const size_t NH = config.n_head, a = sizeof(act_t);
-            params = ParamLayout(config, int(Vp)).total();
-            tokens = N;
-            staging = 2 * N * micro_batches;
-            act = N * C, act3 = N * 3 * C, act4 = N * 4 * C, rows = N;
-            att_saved = floats(O::Attention::saved_bytes(B, T, C, NH, a));
-            acts = round_up(act) * 7 + round_up(act3) + round_up(act4) * 2;
-            stats = round_up(rows) * 4 + round_up(att_saved);
-            logits = N * Vp;
-            // The fused classifier slot (ClassifierWithGrad) and the plain one (evaluate) share
-            // what they save for backward, and every op shares one scratch area (both at least
-            // one float, so that they have an address).
-            classifier_saved = std::max<size_t>(
-                1, floats(std::max(O::ClassifierWithGrad::saved_bytes(N, Vp, a), O::Classifier::saved_bytes(N, Vp, a))));
-            scratch = std::max<size_t>(1, floats(std::max({O::Attention::scratch_bytes(B, T, C, NH, a),
-                                                           O::Classifier::scratch_bytes(N, Vp, a),
-                                                           O::ClassifierWithGrad::scratch_bytes(N, Vp, a)})));
-        }
-        static size_t floats(size_t bytes) { return (bytes + sizeof(float) - 1) / sizeof(float); }
-    };
-
-    void allocate_activations(const Sizes& n) {
-        const size_t L = n.L;
-        encoded_ = Buffer<act_t>(n.act);
-        act_storage_ = Buffer<act_t>(n.acts * L);
-        stat_storage_ = Buffer<float>(n.stats * L);
-        layers_.resize(L);
-        act_t* a = act_storage_.data();
-        float* s = stat_storage_.data();
-        // Every slice starts on a 64-element boundary (at least 128 bytes), as a fresh
-        // allocation would: kernels may load 16 bytes at a time.
-        auto take = [](auto*& from, size_t count) { auto* p = from; from += round_up(count); return p; };
-        for (auto& layer : layers_) {
-            layer.ln1 = take(a, n.act);
-            layer.qkv = take(a, n.act3);
-            layer.atty = take(a, n.act);
-            layer.attproj = take(a, n.act);
-            layer.residual2 = take(a, n.act);
-            layer.ln2 = take(a, n.act);
-            layer.fch = take(a, n.act4);
-            layer.fch_gelu = take(a, n.act4);
-            layer.fcproj = take(a, n.act);
-            layer.residual3 = take(a, n.act);
-            layer.ln1_mean = take(s, n.rows);
-            layer.ln1_rstd = take(s, n.rows);
-            layer.ln2_mean = take(s, n.rows);
-            layer.ln2_rstd = take(s, n.rows);
-            layer.att_saved = take(s, n.att_saved);
-        }
-        lnf_ = Buffer<act_t>(n.act);
-        lnf_mean_ = Buffer<float>(n.rows);
-        lnf_rstd_ = Buffer<float>(n.rows);
-        logits_ = Buffer<act_t>(n.logits);
-        classifier_saved_ = Buffer<float>(n.classifier_saved);  // what the classifier keeps for backward
-        losses_ = Buffer<float>(n.rows);
-        // gradients of activations: one buffer of each shape, reused by every layer
-        dresidual_ = Buffer<act_t>(n.act);
-        dbuf_ = Buffer<act_t>(n.act);
-        dlnf_ = Buffer<act_t>(n.act);
-        dqkv_ = Buffer<act_t>(n.act3);
-        dfch_ = Buffer<act_t>(n.act4);  // the gradient of fch (MatmulBackwardGelu carries it through the GELU)
-        scratch_ = Buffer<float>(n.scratch);
-    }
-
-    static size_t round_up(size_t n) { return (n + 63) / 64 * 64; }
-
-    // Layer l's slice of a per-layer tensor.
-    const act_t* param(const act_t* P, int tensor, int l) const {
-        return P + layout_.offset[tensor] + layout_.size[tensor] / config_.n_layer * l;
-    }
-    float* grad(float* G, int tensor, int l) const {
-        return G + layout_.offset[tensor] + layout_.size[tensor] / config_.n_layer * l;
-    }
     std::vector<float> download_unpadded(const float* device_array) {
         std::vector<float> host(layout_.total());
         S::copy_out(ctx_, host.data(), device_array, host.size());
@@ -657,9 +415,9 @@ class GPT {
             S::copy_out(ctx_, host.data(), shard_moment, host.size());
             return host;
         }
-        S::copy(ctx_, grads_.data() + shard_.begin, shard_moment, shard_.count);
-        parallel_->all_gather(ctx_, grads_.data(), shard_);
-        S::copy_out(ctx_, host.data(), grads_.data(), host.size());
+        S::copy(ctx_, buf_.grads.data() + shard_.begin, shard_moment, shard_.count);
+        parallel_->all_gather(ctx_, buf_.grads.data(), shard_);
+        S::copy_out(ctx_, host.data(), buf_.grads.data(), host.size());
         return host;
     }
 
@@ -676,8 +434,8 @@ class GPT {
         }
     };
 
-    // The device-side results of a step: the sum of the losses, the gradients' sum of squares.
-    static constexpr int kLossSum = 0, kGradSumSquares = 1, kNumStats = 2;
+    static constexpr int kLossSum = Buffers<S>::kLossSum, kGradSumSquares = Buffers<S>::kGradSumSquares,
+                         kNumStats = Buffers<S>::kNumStats;
 
     GPTConfig config_;
     int B_, T_, slots_, Vp_;
@@ -699,17 +457,8 @@ class GPT {
     bool updated_ = false;
     CaptureKey warmed_up_, captured_;
 
-    Buffer<float> grads_;
-    Buffer<int> inputs_, targets_;
-    HostBuffer<int> staging_;  // slots of inputs and targets, pinned
-    Buffer<StepScalars> scalars_;
-    HostBuffer<StepScalars> scalars_staging_;
-    Buffer<double> stats_;
-    HostBuffer<double> stats_host_;
-    Buffer<act_t> encoded_, act_storage_, lnf_, logits_;
-    Buffer<float> stat_storage_, lnf_mean_, lnf_rstd_, classifier_saved_, losses_, scratch_;
-    std::vector<Layer> layers_;
-    Buffer<act_t> dresidual_, dbuf_, dlnf_, dqkv_, dfch_;
+    Buffers<S> buf_;       // every other buffer (train/buffers.h)
+    ModelGraph<S> graph_;  // forward and backward over buf_
 };
 
 }  // namespace gpt

@@ -174,7 +174,7 @@ int train(const TrainOptions& opt) {
                     std::to_string(start.step));
     // The step after which this process stops: the end of the run, or --stop-after.
     const int stop = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
-    check_memory<S>(config, opt.batch, opt.seq, micro_batches);  // refuse what cannot fit, before any work
+    check_memory<S>(config, opt.batch, opt.seq, micro_batches, &parallel);  // refuse what cannot fit, before any work
 
     // Data: fail on bad shards before allocating the model.
     DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, rank, world, config.vocab_size);

@@ -31,12 +31,14 @@ void require_memory(const MemoryNeed& one, const MemoryNeed& two, int B, const M
 
 // The model of stage S for B x T micro-batches: its buffers (device memory on a GPU, host memory
 // on the CPU), its pinned host buffers, and the host copies of the parameters the trainer makes
-// while loading them (the array and its padded copy).
+// while loading them (the array and its padded copy). parallel: the processes it trains with
+// (null: alone), whose ZeRO-1 shard of the optimizer state this process keeps.
 template <class S>
-void check_memory(const GPTConfig& config, int B, int T, int micro_batches) {
+void check_memory(const GPTConfig& config, int B, int T, int micro_batches,
+                  const typename GPT<S>::Parallel* parallel = nullptr) {
     const size_t copies = 2 * ParamLayout(config).total() * sizeof(float);
     const auto need = [&](int b) {
-        const auto m = GPT<S>::memory_needed(config, b, T, micro_batches);
+        const auto m = GPT<S>::memory_needed(config, b, T, micro_batches, parallel);
         if (S::kIsGpu) return MemoryNeed{m.buffers, m.host + copies};
         return MemoryNeed{0, m.buffers + m.host + copies};  // the CPU's buffers are host memory
     };

@@ -46,7 +46,7 @@ struct StepScalars {
 };
 
 // What an optimizer does between the gradient norm and the update by default: nothing. (A
-// sharded optimizer's norm is summed over the processes there: train/gpt.h.)
+// sharded optimizer's norm is summed over the processes there: GPT::enqueue_update, train/gpt.h.)
 struct NothingAfterNorm {
     void operator()() const {}
 };
@@ -68,9 +68,12 @@ class OptimizerState {
         for (float* p : {m_.data(), v_.data()}) Backend::fill_zero(ctx, p, moments(shard));
     }
 
-    // The memory an optimizer of this layout holds, before it exists (train/memory.h). An
-    // optimizer that owns more (a copy of the weights in act_t) hides this with its own.
-    static size_t memory_bytes(const ParamLayout& layout) { return 3 * layout.total() * sizeof(float); }
+    // The memory an optimizer of this layout and shard holds, before it exists (train/memory.h):
+    // what the constructor allocates. An optimizer that owns more (a copy of the weights in
+    // act_t) hides this with its own.
+    static size_t memory_bytes(const ParamLayout&, const Shard& shard) {
+        return (shard.padded + 2 * moments(shard)) * sizeof(float);
+    }
 
     const ParamLayout& layout() const { return layout_; }
     const Shard& shard() const { return shard_; }

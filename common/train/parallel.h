@@ -2,7 +2,7 @@
 // graph asks of them. One process by default (SingleProcess, below); the CPU reference runs
 // several over TCP (common/dist/host_parallel.h), stage 06 over NCCL
 // (stages/06_multi_gpu_mfu/nccl_data_parallel.cuh). The training loop and the data loader take
-// rank and world from it; the graph (train/gpt.h) calls, in one step:
+// rank and world from it; the model (GPT, train/gpt.h) calls, in one step:
 //
 //   backward of the last micro-batch   gradients_ready(bucket) as each block's gradients are
 //                                      final: an all-reduce can start while backward goes on

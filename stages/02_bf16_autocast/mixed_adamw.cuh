@@ -48,8 +48,8 @@ class MixedPrecisionAdamW : public stage00::AdamW {
         weights_changed(ctx);
     }
 
-    static size_t memory_bytes(const ParamLayout& layout) {
-        return stage00::AdamW::memory_bytes(layout) + layout.total() * sizeof(Act);
+    static size_t memory_bytes(const ParamLayout& layout, const Shard& shard) {
+        return stage00::AdamW::memory_bytes(layout, shard) + shard.padded * sizeof(Act);
     }
 
     const Act* act_weights() const { return act_copy_.data(); }

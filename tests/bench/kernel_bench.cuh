@@ -5,7 +5,7 @@
 // ceiling that bounds the op (copy bandwidth or bf16 GEMM throughput), measured on the same GPU
 // in the same run (measure.cuh, shared with bench_ceilings).
 //
-// The ops are called through Ops<S>, exactly as the model graph calls them (common/train/gpt.h):
+// The ops are called through Ops<S>, exactly as the model graph calls them (common/train/model_graph.h):
 // a stage that overrides an op, or fills a fusion slot with a fused kernel, is measured with its
 // own kernel, and nothing here changes. bench_stage.cu.in compiles this file once per stage.
 // Usage and the meaning of every number: tests/bench/README.md, "The kernel benchmark".

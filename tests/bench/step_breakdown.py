@@ -12,9 +12,9 @@ share of a step is
     ms of the op in one step = its median × how many times one step runs it
 
 and the bar of a stage is those products side by side, grouped (GROUPS below). How many times
-one step runs each op is read off the model graph, common/train/gpt.h (enqueue_forward,
-enqueue_backward, enqueue_update), and written down once, in ROWS and SLOTS below: the script
-computes no multiplicity by itself, it looks each row's name up.
+one step runs each op is read off the model graph, common/train/model_graph.h (forward,
+backward), and the step, common/train/gpt.h (enqueue_update), and written down once, in ROWS
+and SLOTS below: the script computes no multiplicity by itself, it looks each row's name up.
 
 The fusion slots (common/train/policy.h): the graph calls four groups of ops through one name
 each. A stage that leaves a slot unfused runs its composition (common/train/compose.h), the
@@ -26,7 +26,7 @@ and the calls of the single ops it replaces are taken off theirs (SLOTS[...].rep
 
 What the sum is not: a profiler trace. It leaves out what happens between the ops (kernel
 launch gaps, the host's work, the batch's upload, the memsets and the loss sum of
-common/train/gpt.h), and each op was timed from DRAM while in a step it may find its input
+common/train/model_graph.h and gpt.h), and each op was timed from DRAM while in a step it may find its input
 still in L2. So compare it with the ladder's measured ms/step (--ladder): the difference is
 the time the ops alone do not explain.
 
@@ -82,7 +82,7 @@ GROUP_SHORT = {"matmul": "block matmuls", "lm_head": "LM head", "attention": "at
 
 ROWS = {
     # The single ops. Their counts include the calls the unfused slots' compositions make.
-    #   row name                       group            per block, once   where gpt.h calls it
+    #   row name                       group            per block, once   where the graph calls it
     "Embedding forward":          ("embedding",     0, 1),  # "embedding"
     "Embedding backward":         ("embedding",     0, 1),  # "embedding backward"
     # ln_1 of block 0, plus the LayerNorm of each ResidualLayerNorm: residual+ln_2 in every block,
@@ -409,7 +409,7 @@ def main(argv=None):
         description="One stacked bar per stage: where one GPT-2 124M training step's time goes, from the kernel "
                     "benchmark's JSON (bench_stageNN --json). Each segment is an op group's medians times the "
                     "number of calls one step makes (the tables ROWS and SLOTS at the top of this script, read "
-                    "off common/train/gpt.h). Also prints the numbers as a table.",
+                    "off common/train/model_graph.h and gpt.h). Also prints the numbers as a table.",
         epilog="Exit status: 0 written and complete; 1 written, but a row was unknown to the tables or one the "
                "step needs was missing or not measured (reported on stderr, and in the figure); 2 bad usage or "
                "no readable input. See tests/bench/README.md.")

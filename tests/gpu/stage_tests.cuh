@@ -16,7 +16,7 @@
 // Every test runs in the StageGpuTest fixture, which skips it on a machine without a GPU or with
 // one older than the stage needs (and fails it instead when REQUIRE_GPU=1). How to run them: tests/gpu/README.md.
 //
-// The ops are called exactly as the model graph calls them (common/train/gpt.h): activations
+// The ops are called exactly as the model graph calls them (common/train/model_graph.h): activations
 // and layer parameters in the stage's act_t; parameter gradients, LayerNorm statistics, losses,
 // probabilities and optimizer state in fp32. Inputs are rounded to act_t before the CPU
 // reference sees them, so a comparison measures the kernel's error and nothing else. Every
@@ -46,6 +46,7 @@
 #include "testing/compare.h"
 #include "testing/curve.h"
 #include "testing/gpu_test.cuh"
+#include "testing/place_in_group.h"
 #include "testing/reference_case.h"
 #include "testing/reference_run.h"
 #include "gpu/thread_communicator.cuh"
@@ -1435,17 +1436,26 @@ TEST_F(Model, AllocatesOnlyOnce) {
 
 // The trainer refuses a run that would not fit from GPT::memory_needed() (train/memory.h): it
 // must be exactly what the model allocates, and DeviceBuffer counts every byte of that. Shapes
-// that are not tile multiples, and several micro-batches of staging.
-TEST_F(Model, MemoryEstimateIsWhatTheModelAllocates) {
+// that are not tile multiples, several micro-batches of staging, and a process of several with
+// ZeRO-1 (rank 2 of 3: the last shard, which is short).
+template <class S>
+void expect_estimate_is_allocation(int B, int T, int micro_batches) {
     using gpt::cuda::MemoryStats;
     const gpt::GPTConfig config = gpt::config_by_name("tiny");
-    for (const auto& [B, T, micro_batches] : {std::tuple{3, 65, 1}, std::tuple{8, 128, 4}}) {
-        SCOPED_TRACE(testing::Message() << B << " x " << T << ", " << micro_batches << " micro-batches");
-        const auto need = gpt::GPT<TestStage>::memory_needed(config, B, T, micro_batches);
-        const size_t before = MemoryStats::current().load();
-        gpt::GPT<TestStage> model(config, B, T, micro_batches);
-        EXPECT_EQ(MemoryStats::current().load() - before, need.buffers);
-    }
+    typename S::Parallel parallel;
+    SCOPED_TRACE(testing::Message() << B << " x " << T << ", " << micro_batches << " micro-batches, "
+                                    << parallel.describe() << (parallel.shards_optimizer() ? ", ZeRO-1" : ""));
+    const auto need = gpt::GPT<S>::memory_needed(config, B, T, micro_batches, &parallel);
+    const size_t before = MemoryStats::current().load();
+    gpt::GPT<S> model(config, B, T, micro_batches, &parallel);
+    EXPECT_EQ(MemoryStats::current().load() - before, need.buffers);
+}
+
+TEST_F(Model, MemoryEstimateIsWhatTheModelAllocates) {
+    using One = gpt::test::AsProcess<TestStage, 0, 1, 0>;
+    expect_estimate_is_allocation<One>(3, 65, 1);
+    expect_estimate_is_allocation<One>(8, 128, 4);
+    expect_estimate_is_allocation<gpt::test::AsProcess<TestStage, 2, 3, 1>>(3, 65, 2);
 }
 
 // The optimizer updates fp32 master weights: a step far smaller than bf16's resolution (a

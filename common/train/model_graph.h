@@ -1,0 +1,208 @@
+// The GPT-2 model graph: the forward and the backward pass, op by op. It is the same for every
+// trainer of the project; a stage changes only which op runs under each name (`O::` below:
+// Ops<S>, train/policy.h). Shapes and the gradient conventions every op follows:
+// common/cpu/ops.h. The buffers it reads and writes are listed in train/buffers.h; the training
+// step that drives it (batches in, the optimizer, the processes) is train/gpt.h.
+#pragma once
+#include "model/config.h"
+#include "model/params.h"
+#include "train/buffers.h"
+#include "train/policy.h"
+
+namespace gpt {
+
+template <class S>
+class ModelGraph {
+  public:
+    using act_t = typename S::act_t;
+    using O = Ops<S>;
+    using Layer = typename Buffers<S>::Layer;
+
+    // Vp: rows of wte (the vocabulary, padded to S::kVocabMultiple).
+    ModelGraph(typename S::Context& ctx, const GPTConfig& config, const ParamLayout& layout, int Vp, Buffers<S>& buf)
+        : ctx_(ctx), config_(config), layout_(layout), Vp_(Vp), buf_(buf) {}
+
+    // The logits of the B x T tokens in buf.inputs, with the weights P (act_t, in the layout).
+    // past < 0: a training forward, whose attention saves what backward needs.
+    // past >= 0: text generation: B = 1, the T tokens at positions past .. past+T-1, their q|k|v
+    // rows written after the cached ones, attention over all of them.
+    void forward(const act_t* P, int B, int T, int past = -1) {
+        const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
+        const auto& at = layout_.offset;
+        const size_t first_position = past < 0 ? 0 : size_t(past);
+
+        op("embedding", [&] {
+            O::Embedding::forward(ctx_, buf_.encoded.data(), buf_.inputs.data(), P + at[kWte],
+                                  P + at[kWpe] + first_position * C, B, T, C);
+        });
+        Layer& first = buf_.layers[0];
+        op("ln_1", [&] {
+            O::LayerNorm::forward(ctx_, first.ln1, first.ln1_mean, first.ln1_rstd, buf_.encoded.data(),
+                                  param(P, kLn1W, 0), param(P, kLn1B, 0), N, C);
+        });
+        for (int l = 0; l < L; ++l) {
+            Layer& a = buf_.layers[l];
+            const act_t* x = l == 0 ? buf_.encoded.data() : buf_.layers[l - 1].residual3;  // the block's input
+            op("qkv", [&] {
+                O::Matmul::forward(ctx_, a.qkv + first_position * 3 * C, a.ln1, param(P, kQkvW, l),
+                                   param(P, kQkvB, l), N, C, 3 * C);
+            });
+            op("attention", [&] {
+                if (past < 0)
+                    O::Attention::forward(ctx_, a.atty, a.att_saved, a.qkv, B, T, C, NH, buf_.scratch.data());
+                else
+                    S::cached_attention(ctx_, a.atty, static_cast<const act_t*>(a.qkv), past, T, C, NH);
+            });
+            op("attn_proj", [&] {
+                O::Matmul::forward(ctx_, a.attproj, a.atty, param(P, kAttProjW, l), param(P, kAttProjB, l), N, C, C);
+            });
+            op("residual+ln_2", [&] {
+                O::ResidualLayerNorm::forward(ctx_, a.residual2, a.ln2, a.ln2_mean, a.ln2_rstd, x, a.attproj,
+                                              param(P, kLn2W, l), param(P, kLn2B, l), N, C);
+            });
+            op("fc+gelu", [&] {
+                O::MatmulBiasGelu::forward(ctx_, a.fch_gelu, a.fch, a.ln2, param(P, kFcW, l), param(P, kFcB, l), N, C,
+                                           4 * C);
+            });
+            op("fc_proj", [&] {
+                O::Matmul::forward(ctx_, a.fcproj, a.fch_gelu, param(P, kFcProjW, l), param(P, kFcProjB, l), N,
+                                   4 * C, C);
+            });
+            // The add that closes the block, with the LayerNorm that follows it: the next
+            // block's ln_1, or the final ln_f after the last block.
+            if (l + 1 < L) {
+                Layer& next = buf_.layers[l + 1];
+                op("residual+ln_1", [&] {
+                    O::ResidualLayerNorm::forward(ctx_, a.residual3, next.ln1, next.ln1_mean, next.ln1_rstd,
+                                                  a.residual2, a.fcproj, param(P, kLn1W, l + 1),
+                                                  param(P, kLn1B, l + 1), N, C);
+                });
+            } else {
+                op("residual+ln_f", [&] {
+                    O::ResidualLayerNorm::forward(ctx_, a.residual3, buf_.lnf.data(), buf_.lnf_mean.data(),
+                                                  buf_.lnf_rstd.data(), a.residual2, a.fcproj, P + at[kLnfW],
+                                                  P + at[kLnfB], N, C);
+                });
+            }
+        }
+        // The output projection is tied to the token embedding: logits = lnf · wteᵀ.
+        op("lm_head", [&] {
+            O::Matmul::forward(ctx_, buf_.logits.data(), buf_.lnf.data(), P + at[kWte],
+                               static_cast<const act_t*>(nullptr), N, C, Vp_);
+        });
+    }
+
+    // The loss of each of the N positions of the last forward, against buf.targets, into
+    // buf.losses: validation, without gradients.
+    void loss(int N) {
+        op("classifier", [&] {
+            O::Classifier::forward(ctx_, buf_.losses.data(), buf_.classifier_saved.data(), buf_.logits.data(),
+                                   buf_.targets.data(), N, config_.vocab_size, Vp_, buf_.scratch.data());
+        });
+    }
+
+    // The losses of the last forward (B x T, a training forward), and the gradient of
+    // loss_scale · (their sum), added to the parameter gradients G. As the gradients of each
+    // block become final, gradients_final(i) is called with their bucket i (train/parallel.h):
+    // block L-1's first, then down to block 0's, then the embeddings' and ln_f's.
+    template <class GradientsFinal>
+    void backward(const act_t* P, float* G, int B, int T, float loss_scale, GradientsFinal&& gradients_final) {
+        const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
+        const auto& at = layout_.offset;
+
+        // The loss and the gradient of the logits in one call, written over the logits.
+        act_t* dlogits = buf_.logits.data();
+        op("classifier", [&] {
+            O::ClassifierWithGrad::forward_backward(ctx_, buf_.losses.data(), dlogits, buf_.logits.data(),
+                                                    buf_.targets.data(), loss_scale, N, config_.vocab_size, Vp_,
+                                                    buf_.classifier_saved.data(), buf_.scratch.data());
+        });
+        op("lm_head backward", [&] {
+            O::Matmul::backward(ctx_, buf_.dlnf.data(), G + at[kWte], nullptr, dlogits, buf_.lnf.data(),
+                                P + at[kWte], N, C, Vp_);
+        });
+        // dres carries the gradient of the residual stream down through the blocks.
+        act_t* dres = buf_.dresidual.data();
+        act_t* dbuf = buf_.dbuf.data();
+        S::fill_zero(ctx_, dres, size_t(N) * C);
+        op("residual+ln_f backward", [&] {
+            O::ResidualLayerNorm::backward(ctx_, dres, G + at[kLnfW], G + at[kLnfB], buf_.dlnf.data(),
+                                           buf_.layers[L - 1].residual3, P + at[kLnfW], buf_.lnf_mean.data(),
+                                           buf_.lnf_rstd.data(), N, C);
+        });
+        for (int l = L - 1; l >= 0; --l) {
+            Layer& a = buf_.layers[l];
+            // MLP branch; dres is the gradient of residual3 and, through the add, of fcproj.
+            // fc_proj's backward goes on through the GELU: dfch is the gradient of fch.
+            op("fc_proj+gelu backward", [&] {
+                O::MatmulBackwardGelu::backward(ctx_, buf_.dfch.data(), grad(G, kFcProjW, l), grad(G, kFcProjB, l),
+                                                dres, a.fch_gelu, a.fch, param(P, kFcProjW, l), N, 4 * C, C);
+            });
+            op("fc backward", [&] {
+                O::Matmul::backward(ctx_, dbuf, grad(G, kFcW, l), grad(G, kFcB, l), buf_.dfch.data(), a.ln2,
+                                    param(P, kFcW, l), N, C, 4 * C);
+            });
+            op("residual+ln_2 backward", [&] {
+                O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn2W, l), grad(G, kLn2B, l), dbuf, a.residual2,
+                                               param(P, kLn2W, l), a.ln2_mean, a.ln2_rstd, N, C);
+            });
+            // attention branch; dres is now the gradient of residual2
+            op("attn_proj backward", [&] {
+                O::Matmul::backward(ctx_, dbuf, grad(G, kAttProjW, l), grad(G, kAttProjB, l), dres, a.atty,
+                                    param(P, kAttProjW, l), N, C, C);
+            });
+            op("attention backward", [&] {
+                O::Attention::backward(ctx_, buf_.dqkv.data(), dbuf, a.qkv, a.atty, a.att_saved, B, T, C, NH,
+                                       buf_.scratch.data());
+            });
+            op("qkv backward", [&] {
+                O::Matmul::backward(ctx_, dbuf, grad(G, kQkvW, l), grad(G, kQkvB, l), buf_.dqkv.data(), a.ln1,
+                                    param(P, kQkvW, l), N, C, 3 * C);
+            });
+            // ln_1 of the first block normalises the embeddings; that of a later block is the
+            // second half of the previous block's closing residual + LayerNorm.
+            if (l == 0) {
+                op("ln_1 backward", [&] {
+                    O::LayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf,
+                                           buf_.encoded.data(), param(P, kLn1W, l), a.ln1_mean, a.ln1_rstd, N, C);
+                });
+            } else {
+                op("residual+ln_1 backward", [&] {
+                    O::ResidualLayerNorm::backward(ctx_, dres, grad(G, kLn1W, l), grad(G, kLn1B, l), dbuf,
+                                                   buf_.layers[l - 1].residual3, param(P, kLn1W, l), a.ln1_mean,
+                                                   a.ln1_rstd, N, C);
+                });
+            }
+            gradients_final(L - 1 - l);  // block l's gradients
+        }
+        op("embedding backward", [&] {
+            O::Embedding::backward(ctx_, G + at[kWte], G + at[kWpe], dres, buf_.inputs.data(), B, T, C);
+        });
+        gradients_final(L);  // wte, wpe and ln_f
+    }
+
+    // Runs one op inside a named range, so that a profiler's timeline shows the graph's names.
+    template <class F>
+    static void op(const char* name, F&& enqueue) {
+        typename S::Range range(name);
+        enqueue();
+    }
+
+  private:
+
+    // Layer l's slice of a per-layer tensor, in the weights P or the gradients G.
+    const act_t* param(const act_t* P, int tensor, int l) const {
+        return P + layout_.offset[tensor] + layout_.size[tensor] / config_.n_layer * l;
+    }
+    float* grad(float* G, int tensor, int l) const {
+        return G + layout_.offset[tensor] + layout_.size[tensor] / config_.n_layer * l;
+    }
+
+    typename S::Context& ctx_;
+    const GPTConfig& config_;
+    const ParamLayout& layout_;
+    const int Vp_;
+    Buffers<S>& buf_;
+};
+
+}  // namespace gpt
