@@ -22,6 +22,8 @@ __host__ __device__ inline bf16 from_float<bf16>(float x) { return __float2bfloa
 
 template <>
 inline const char* act_type_name<bf16>() { return "bf16"; }
+template <>
+inline constexpr bool is_bf16_v<bf16> = true;
 
 // kVec elements that move as one access: 16 bytes (ld.global.v4) when kVec · sizeof(T) == 16.
 // Row-wise kernels (stage 04's LayerNorm and classifier) read and write their rows in these.

@@ -33,6 +33,10 @@ using SlotOr = std::conditional_t<std::is_same_v<Slot, Unfused>, Composition, Sl
 
 template <class S>
 struct Ops {
+    // A message cannot hold S::name; the compiler names the stage, as the S it instantiates.
+    static_assert(activations_fit<typename S::act_t>(S::kPrecision),
+                  "the matmul precision (kPrecision) and activation type (act_t) disagree in the policy of stage S "
+                  "(named with this error): FP32 and TF32 matmuls read float activations, BF16 matmuls bf16 ones");
     using Embedding = typename S::Embedding;
     using LayerNorm = typename S::LayerNorm;
     using Matmul = typename S::Matmul;

@@ -2,6 +2,7 @@
 // library's compute type follows from it (MatmulMath, common/cuda/gemm.cuh) and so do the test
 // tolerances (common/testing/tolerance.h), so the two cannot disagree.
 #pragma once
+#include <type_traits>
 
 namespace gpt {
 
@@ -18,6 +19,18 @@ inline const char* precision_name(Precision p) {
         case Precision::BF16: return "BF16";
     }
     return "unknown";
+}
+
+// Whether T is bf16 (common/cuda/types.cuh says so of its bf16).
+template <class T>
+inline constexpr bool is_bf16_v = false;
+
+// Whether a stage's activations (act_t, the matmuls' operands) are stored as its precision's
+// matmuls read them: float for FP32 and TF32 (TF32 rounds inside the matmul only), bf16 for
+// BF16. Checked at compile time for every stage (Ops<S>, train/policy.h).
+template <class Act>
+constexpr bool activations_fit(Precision p) {
+    return p == Precision::BF16 ? is_bf16_v<Act> : std::is_same_v<Act, float>;
 }
 
 // The name of an activation type, for the banner (common/cuda/types.cuh adds bf16).
