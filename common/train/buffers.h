@@ -1,7 +1,9 @@
 // Every buffer a model allocates besides its optimizer's (the weights and AdamW's state,
-// train/optimizer.h), in one table: Buffers::table() below. The model allocates what the table
-// lists, and its memory estimate (GPT::memory_needed, train/memory.h) adds up the same table, so
-// the estimate is what is allocated, for every stage, batch, number of processes and ZeRO stage.
+// train/optimizer.h) and its context's (S::kContextBytes), in one table: Buffers::table() below.
+// The model allocates what the table lists, and its memory estimate (GPT::memory_needed,
+// train/memory.h) adds up the same table, so the estimate is what the model allocates, for
+// every stage, batch, number of processes and ZeRO stage. (What libraries hold inside, NCCL's
+// buffers or a CUDA Graph, is in no estimate.)
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -150,8 +152,9 @@ struct Buffers {
     template <class Buffer>
     using element_of = std::remove_pointer_t<decltype(std::declval<Buffer&>().data())>;
 
-    // Every slice of `blocks` starts on a 256-byte boundary, as a fresh allocation would: kernels
-    // may load 16 bytes at a time. A void slice (what attention saves) is counted in bytes.
+    // Every slice of `blocks` starts a multiple of 256 bytes from its start: on a GPU, whose
+    // allocations are 256-byte aligned, on a 256-byte boundary, as a fresh allocation would
+    // (kernels may load 16 bytes at a time). A void slice (what attention saves) counts bytes.
     template <class U>
     static size_t slice_floats(size_t count) {
         size_t bytes = count;

@@ -73,10 +73,13 @@ class GPT {
           graph_(ctx_, config_, layout_, Vp_, buf_) {
         S::fill_zero(ctx_, buf_.grads.data(), shard_.padded);
     }
+    // The graph holds references to this object's members: a model stays where it was built.
+    GPT(const GPT&) = delete;
+    GPT& operator=(const GPT&) = delete;
 
     // The bytes this model would allocate, computed before allocating anything (the trainer
-    // refuses a run that does not fit: train/memory.h): the optimizer's and those of the buffer
-    // table. `buffers` are S::Buffer memory (the device's on a GPU, the host's on the CPU),
+    // refuses a run that does not fit: train/memory.h): the context's, the optimizer's and those
+    // of the buffer table. `buffers` are S::Buffer memory (the device's on a GPU, the host's on the CPU),
     // `host` are S::HostBuffer memory. parallel: as for the constructor.
     struct Memory {
         size_t buffers = 0, host = 0;
