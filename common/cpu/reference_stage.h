@@ -48,6 +48,7 @@ struct CpuBackend {
     using HostBuffer = Buffer<U>;  // everything is host memory here
 
     static void check_device() {}
+    static void require_a_device() {}
     template <class Options>
     static void configure(const Options& options) {
         if (options.threads > 0) omp_set_num_threads(options.threads);

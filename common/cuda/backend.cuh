@@ -45,13 +45,19 @@ struct CudaBackend {
         cuda::StepGraph step_graph;
     };
 
-    // Stops with one line unless GPU 0 can run `Stage`: compute capability
+    // Stops with one line unless this process's GPU can run `Stage`: compute capability
     // Stage::kMinComputeCapability or newer. The trainer asks this first (check_stage_device,
     // train/policy.h).
     template <class Stage>
     static void check_device_for() {
         static_assert(Stage::kMinComputeCapability >= kCudaOldestComputeCapability, "CUDA 13 builds for no older GPU");
         cuda::require_device(stage_gpu_need<Stage>());
+    }
+    // Before the processes meet: is there any GPU at all (which one is this process's is known
+    // only once they have met, train/loop.h join_the_run).
+    static void require_a_device() {
+        if (cuda::device_count() == 0)
+            throw Error("no CUDA device found; to train on the CPU instead: cmake --preset cpu && ./train");
     }
     template <class Options>
     static void configure(const Options&) {}

@@ -34,29 +34,59 @@ inline int device_count() {
     return n;
 }
 
-// Stops with one line unless GPU 0 can run what `need` describes (a stage: its policy's
-// kMinComputeCapability).
+// The GPU this process uses: the current one (use_local_device() chose it, or GPU 0).
+inline int current_device() {
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return device;
+}
+
+// Makes this process's own GPU the current one: GPU `local_rank` of those it sees, or its only
+// one when the launcher shows each process just its own (CUDA_VISIBLE_DEVICES, Slurm's
+// --gpus-per-task=1). Called once, before any stream, allocation or library handle exists, since
+// each of those belongs to the GPU that was current when it was made. Returns the GPU.
+inline int use_local_device(int local_rank, int local_world, const std::string& who) {
+    const int devices = device_count();
+    const int device = devices == 1 ? 0 : local_rank;
+    if (devices == 0 || device >= devices || (devices > 1 && local_world > devices))
+        throw Error(who + ": local rank " + std::to_string(local_rank) + " of " + std::to_string(local_world) +
+                    " processes on this host, but this process sees " + std::to_string(devices) +
+                    " GPU(s): start at most one process per GPU");
+    const cudaError_t set = cudaSetDevice(device);
+    if (set != cudaSuccess)
+        throw Error(who + ": cannot use GPU " + std::to_string(device) + ": " + cudaGetErrorString(set));
+    return device;
+}
+
+// Stops with one line unless this process's GPU can run what `need` describes (a stage: its
+// policy's kMinComputeCapability).
 inline void require_device(const GpuNeed& need) {
     if (device_count() == 0)
         throw Error("no CUDA device found; to train on the CPU instead: cmake --preset cpu && ./train");
+    const int device = current_device();
     cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess)
-        throw Error(std::string("cannot query GPU 0: ") + cudaGetErrorString(cudaGetLastError()));
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess)
+        throw Error("cannot query GPU " + std::to_string(device) + ": " + cudaGetErrorString(cudaGetLastError()));
     const std::string refusal = gpu_refusal(p.name, p.major, p.minor, need);
     if (!refusal.empty()) throw Error(refusal);
 }
 
 inline std::string device_name() {
     cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "unknown GPU";
+    if (cudaGetDeviceProperties(&p, current_device()) != cudaSuccess) return "unknown GPU";
     return p.name;
 }
 
 inline std::string device_description() {
+    const int device = current_device();
     cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess) return "unknown GPU";
+    if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return "unknown GPU";
     return std::string(p.name) + ", " + std::to_string(p.totalGlobalMem >> 30) + " GiB, sm_" +
-           std::to_string(p.major) + std::to_string(p.minor) + ", " + std::to_string(p.multiProcessorCount) + " SMs";
+           std::to_string(p.major) + std::to_string(p.minor) + ", " + std::to_string(p.multiProcessorCount) +
+           " SMs" + (device_count() > 1 ? " (GPU " + std::to_string(device) + ")" : "");
 }
 
 // The peak table and the estimate live in util/peak_flops.h (plain C++, tested on the CPU);

@@ -8,11 +8,12 @@
 #include <string>
 
 #include "dist/group.h"
+#include "dist/watchdog.h"
 #include "train/parallel.h"
 
 namespace gpt {
 
-class HostDataParallel {
+class HostDataParallel : public dist::Watched {
   public:
     static constexpr const char* source = __FILE__;
 
@@ -21,13 +22,19 @@ class HostDataParallel {
         : HostDataParallel(settings, dist::launch_from_environment()) {}
     // A given place in the run, whatever the environment says (tests run ranks as threads).
     HostDataParallel(const ParallelSettings& settings, const dist::Launch& launch)
-        : settings_(settings), group_(std::make_unique<dist::Group>(launch)) {}
+        : settings_(settings), group_(std::make_unique<dist::Group>(launch)) {
+        if (settings.watchdog && world() > 1) watch(*group_, settings.step_timeout_s);
+    }
+    ~HostDataParallel() { unwatch(); }  // before the group it watches
+    HostDataParallel(const HostDataParallel&) = delete;
+    HostDataParallel& operator=(const HostDataParallel&) = delete;
 
     int rank() const { return group_->rank(); }
     int world() const { return group_->world(); }
     std::string describe() const {
         if (world() == 1) return "one process";
-        return std::to_string(world()) + " processes over TCP, " + group_->how() +
+        return std::to_string(world()) + " processes over TCP on " + std::to_string(group_->hosts()) +
+               (group_->hosts() == 1 ? " host, " : " hosts, ") + group_->how() +
                (shards_optimizer() ? ", ZeRO-1 (optimizer state sharded)" : ", gradients all-reduced per block");
     }
     bool shards_optimizer() const { return settings_.zero_stage == 1 && world() > 1; }

@@ -1,7 +1,10 @@
 // gpt_launch: starts N copies of a trainer on one machine, one per GPU, with the environment
 // torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), so
-// a multi-GPU run needs no MPI. When one copy fails it stops the others: the rest would
-// otherwise wait forever for the dead rank in their next collective.
+// a multi-GPU run needs no MPI. When one copy fails, the others end: the trainers' watchdog
+// (dist/watchdog.h) stops them within seconds, with a line naming the rank that failed, and
+// gpt_launch stops any that remain (a copy that ends with kExitStoppedByPeer is not the failure
+// it reports). Without that, the rest would wait forever for the dead rank in their next
+// collective.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -20,18 +23,23 @@
 #include <string>
 #include <vector>
 
+#include "dist/watchdog.h"
 #include "util/cli.h"
 #include "util/error.h"
 
 namespace {
 
 constexpr int kMaxProcs = 1024;
+// After a failure, how long the others get to end on their own: a trainer's watchdog stops it
+// within seconds, with a line naming the rank that failed, which a SIGTERM would cut off.
+constexpr unsigned kSettleSeconds = 5;
 constexpr unsigned kGraceSeconds = 10;  // after SIGTERM, how long the others get before SIGKILL
 
 // The children's pids, read by the signal handlers (0: not started, or already reaped). A
 // handler may only touch plain flags like these, so they are sig_atomic_t.
 volatile sig_atomic_t g_pids[kMaxProcs];
 volatile sig_atomic_t g_signal = 0;  // the SIGINT or SIGTERM the launcher received, 0 if none
+volatile sig_atomic_t g_terminated = 0;  // 1 once the rest were sent SIGTERM after a failure
 
 // Each child leads its own process group, and a signal goes to the whole group: a COMMAND that
 // is a script wrapping the trainer stops too, not just the shell running it.
@@ -45,7 +53,16 @@ void forward(int sig) {  // SIGINT, SIGTERM: the children decide how to stop
     signal_all(sig);
 }
 
-void kill_the_rest(int) { signal_all(SIGKILL); }  // SIGALRM: the grace period is over
+// SIGALRM after a failure: the settling time is over, SIGTERM; then the grace period, SIGKILL.
+void stop_the_rest(int) {
+    if (!g_terminated) {
+        g_terminated = 1;
+        signal_all(SIGTERM);
+        alarm(kGraceSeconds);
+    } else {
+        signal_all(SIGKILL);
+    }
+}
 
 struct Launch {
     int nproc = 0, nnodes = 1, node_rank = 0, port = 0;
@@ -129,26 +146,33 @@ int run(const Launch& l) {
     sa.sa_handler = forward;
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
-    sa.sa_handler = kill_the_rest;
+    sa.sa_handler = stop_the_rest;
     sigaction(SIGALRM, &sa, nullptr);
 
     int live = 0;               // children not yet reaped
     int failed_rank = -1;       // the first rank to fail, global; -1 while none has
     int status = 0;             // what gpt_launch exits with
     std::string what;           // "rank 2 exited with status 1"
-    int stopped = 0;            // children still running when that failure came
     bool after_signal = false;  // it followed a SIGINT/SIGTERM we passed on
+    // After the failure: the others that ended on their own (a trainer's watchdog stopped them),
+    // and those gpt_launch stopped.
+    int ended_themselves = 0, stopped = 0;
+    // A rank that ended with kExitStoppedByPeer (its watchdog stopped it because another failed)
+    // is not the failure to report: the one that failed ends on its own, soon after.
+    int first_stopped = -1;
+    bool settling = false;  // the alarm that stops the rest is set
+    const auto settle_then_stop = [&] {
+        if (settling || live == 0) return;
+        settling = true;
+        alarm(kSettleSeconds);  // then stop_the_rest
+    };
     const auto fail = [&](int rank, int code, const std::string& why) {
         if (failed_rank >= 0) return;  // only the first failure counts; the rest follow from it
         failed_rank = rank;
         status = code;
         what = why;
-        stopped = live;
         after_signal = g_signal != 0;
-        if (live > 0) {
-            signal_all(SIGTERM);
-            alarm(kGraceSeconds);  // then kill_the_rest
-        }
+        settle_then_stop();
     };
 
     // Signals wait until every child is started and its pid recorded, so that none misses one.
@@ -190,7 +214,15 @@ int run(const Launch& l) {
         if (local == l.nproc) continue;  // not one of ours (cannot happen)
         --live;
         const int rank = l.node_rank * l.nproc + local;
-        if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0) {
+        if (failed_rank >= 0) {  // one of the rest, after the failure
+            ++(g_terminated ? stopped : ended_themselves);
+            continue;
+        }
+        if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == gpt::dist::kExitStoppedByPeer) {
+            ++ended_themselves;
+            if (first_stopped < 0) first_stopped = rank;
+            settle_then_stop();  // should the one that failed not end, the rest are stopped
+        } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0) {
             fail(rank, WEXITSTATUS(wstatus),
                  "rank " + std::to_string(rank) + " exited with status " + std::to_string(WEXITSTATUS(wstatus)));
         } else if (WIFSIGNALED(wstatus)) {
@@ -209,7 +241,17 @@ int run(const Launch& l) {
                      sig == SIGINT ? "SIGINT" : "SIGTERM");
         return failed_rank >= 0 ? status : 128 + sig;
     }
+    if (failed_rank < 0 && first_stopped >= 0) {  // the one that failed was never seen to
+        failed_rank = first_stopped;
+        status = gpt::dist::kExitStoppedByPeer;
+        what = "rank " + std::to_string(first_stopped) + " stopped because another process failed (status " +
+               std::to_string(status) + ")";
+        --ended_themselves;
+    }
     if (failed_rank >= 0) {
+        if (ended_themselves > 0)
+            what += "; " + std::string(ended_themselves == 1 ? "1 other" : std::to_string(ended_themselves) + " others") +
+                    " stopped because of it";
         if (stopped > 0) what += "; stopped " + the_others(stopped);
         std::fprintf(stderr, "gpt_launch: %s\n", what.c_str());
     }
@@ -244,13 +286,15 @@ int main(int argc, char** argv) {
                 "Starts N copies of COMMAND, one per GPU, with the environment torchrun sets: RANK (global),\n"
                 "WORLD_SIZE (N*K), LOCAL_RANK, LOCAL_WORLD_SIZE (N), MASTER_ADDR and MASTER_PORT. Their output\n"
                 "passes through unchanged (the trainer keeps ranks above 0 quiet). When one fails, the others get\n"
+                "%u s to end on their own (a trainer's watchdog stops it, naming the rank that failed), then\n"
                 "SIGTERM, then SIGKILL after %u s, and gpt_launch exits with the failing rank's status (128 +\n"
-                "the signal if it was killed; 127 if COMMAND cannot be found). SIGINT and SIGTERM are passed on\n"
-                "to every copy. On several machines, run it on each with the same --nnodes, --master-addr\n"
-                "(node 0's address) and --port, and --node-rank 0 to K-1.\n\n"
+                "the signal if it was killed; 127 if COMMAND cannot be found). A trainer that exits with %d was\n"
+                "stopped by its watchdog because another rank failed: gpt_launch reports that other rank.\n"
+                "SIGINT and SIGTERM are passed on to every copy. On several machines, run it on each with the\n"
+                "same --nnodes, --master-addr (node 0's address) and --port, and --node-rank 0 to K-1.\n\n"
                 "example: gpt_launch --nproc 8 -- build/stage06/stages/train_06_multi_gpu_mfu --total-batch 524288\n\n"
                 "options (default in brackets):\n%s",
-                kGraceSeconds, gpt::cli::describe(options).c_str());
+                kSettleSeconds, kGraceSeconds, gpt::dist::kExitStoppedByPeer, gpt::cli::describe(options).c_str());
             return 0;
         }
         if (!parsed.operands.empty())

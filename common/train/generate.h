@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/tokenizer.h"
+#include "dist/group.h"
 #include "model/checkpoint.h"
 #include "model/llmc.h"
 #include "model/params.h"
@@ -15,6 +16,7 @@
 #include "train/memory.h"
 #include "train/options.h"
 #include "train/policy.h"
+#include "train/processes.h"
 #include "train/sampler.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -38,7 +40,13 @@ inline size_t complete_utf8_prefix(const std::string& s) {
 
 template <class S>
 int generate_text(const TrainOptions& opt) {
-    check_stage_device<S>();  // no GPU, or one this stage cannot use: one line, before any work
+    // One process continues one text: N copies under a launcher would only print it N times.
+    const dist::Launch launch = dist::launch_from_environment();
+    if (launch.world > 1)
+        throw Error("--prompt continues a text in one process, but the launcher's environment (" + launch.launcher +
+                    ") says this is rank " + std::to_string(launch.rank) + " of " + std::to_string(launch.world) +
+                    ": run it without a launcher");
+    const auto parallel = join_the_run<S>(ParallelSettings{});  // this process's GPU, before any CUDA object
     const std::string path = !opt.init.empty() ? opt.init : opt.resume;
     if (path.empty())
         throw Error("--prompt continues a text with trained weights: give --init PATH, a checkpoint written with "
@@ -58,8 +66,8 @@ int generate_text(const TrainOptions& opt) {
 
     // One sequence as long as the model's context: the key/value cache lives in its activations.
     const int T = config.max_seq_len;
-    check_memory<S>(config, 1, T, 1);
-    GPT<S> model(config, 1, T, 1);
+    check_memory<S>(config, 1, T, 1, parallel.get());
+    GPT<S> model(config, 1, T, 1, parallel.get());
     model.set_parameters(start.params);
     std::fprintf(stderr, "stage      %s on %s\n", S::name, S::device_description().c_str());
     std::fprintf(stderr, "model      %s from %s\n", config.describe().c_str(), path.c_str());

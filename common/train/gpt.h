@@ -65,9 +65,10 @@ class GPT {
     // host wait). parallel: the processes training together (null: this one alone).
     GPT(const GPTConfig& config, int B, int T, int micro_batches = 1, Parallel* parallel = nullptr)
         : config_(checked(config, B, T, micro_batches)), B_(B), T_(T), slots_(micro_batches),
-          Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_), ctx_(stage_tag<S>),
+          Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_),
           own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
-          parallel_(parallel ? parallel : own_parallel_.get()), shard_(parallel_->shard(layout_.total())),
+          parallel_(parallel ? parallel : own_parallel_.get()), ctx_(stage_tag<S>),
+          shard_(parallel_->shard(layout_.total())),
           buckets_(gradient_buckets(layout_, config_.n_layer)), optimizer_(ctx_, layout_, shard_),
           buf_(typename Buffers<S>::Sizes(config_, B, T, micro_batches, shard_)),
           graph_(ctx_, config_, layout_, Vp_, buf_) {
@@ -443,9 +444,11 @@ class GPT {
     GPTConfig config_;
     int B_, T_, slots_, Vp_;
     ParamLayout layout_;
-    typename S::Context ctx_;
+    // The processes first: stage 06's picks this process's GPU, which the context's stream and
+    // every buffer then belong to (train/processes.h).
     std::unique_ptr<Parallel> own_parallel_;
     Parallel* parallel_;
+    typename S::Context ctx_;
     Shard shard_;                 // the parameters whose optimizer state this process keeps (ZeRO-1)
     std::vector<Bucket> buckets_;  // the gradients in the order backward finishes them
     bool buckets_sent_ = false;    // every bucket went to the reduction in this step's backward

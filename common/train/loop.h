@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "data/loader.h"
@@ -19,6 +22,7 @@
 #include "train/memory.h"
 #include "train/options.h"
 #include "train/policy.h"
+#include "train/processes.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
 #include "util/error.h"
@@ -110,29 +114,80 @@ inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micr
 }
 
 // Processes that train together must hold the same weights; a difference (a rank that read
-// other data, a reduction that missed a tensor) would otherwise go unnoticed and grow.
+// other data, a reduction that missed a tensor, a wrong seed) would otherwise go unnoticed and
+// grow. Step 0: right after the weights were set, before any step.
 template <class S, class Parallel>
 void check_same_weights(GPT<S>& model, Parallel& parallel, int step) {
     const std::vector<uint64_t> all = parallel.gather_values(model.weights_fingerprint());
     for (size_t r = 1; r < all.size(); ++r)
         if (all[r] != all[0])
-            throw Error("after step " + std::to_string(step) + " the weights of rank " + std::to_string(r) +
-                        " differ from rank 0's: the processes no longer train the same model");
+            throw Error((step == 0 ? std::string("before the first step") : "after step " + std::to_string(step)) +
+                        " the weights of rank " + std::to_string(r) + " differ from rank 0's: the processes " +
+                        (step == 0 ? "do not start from the same model" : "no longer train the same model"));
 }
 
 // How often processes that train together compare their weights (check_same_weights).
 constexpr int kCheckWeightsEvery = 100;
 
+// A failure on purpose, for the tests of what the other processes do then: GPT_TEST_FAIL=R:S
+// makes rank R fail as its step S starts, GPT_TEST_FAIL=R:S:hang makes it hang there instead.
+struct InjectedFault {
+    int rank = -1, step = -1;
+    bool hang = false;
+};
+inline InjectedFault injected_fault(int world) {
+    const char* v = std::getenv("GPT_TEST_FAIL");
+    InjectedFault f;
+    if (!v || !*v) return f;
+    const std::string text = v;
+    auto whole = [](const std::string& t, int& out) {  // digits only: no sign, no space
+        if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) return false;
+        out = std::stoi(t);
+        return true;
+    };
+    const size_t a = text.find(':'), b = text.find(':', a == std::string::npos ? a : a + 1);
+    const std::string how = b == std::string::npos ? "" : text.substr(b + 1);
+    if (a == std::string::npos || !whole(text.substr(0, a), f.rank) ||
+        !whole(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1), f.step) || f.step < 1 ||
+        (b != std::string::npos && how != "hang"))
+        throw Error("GPT_TEST_FAIL=" + text + ": expected RANK:STEP or RANK:STEP:hang (a test's fault switch)");
+    if (f.rank >= world)
+        throw Error("GPT_TEST_FAIL=" + text + ": there is no rank " + std::to_string(f.rank) + " among the " +
+                    std::to_string(world) + " process(es) of this run");
+    f.hang = b != std::string::npos;
+    return f;
+}
+
+template <class S, class Parallel>
+int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder);
+
+// Trains as `opt` says. With several processes, a failure of this one is printed and sent to the
+// others, and ends the process (Parallel::fail), so that none of them waits for it.
 template <class S>
 int train(const TrainOptions& opt) {
-    check_stage_device<S>();  // no GPU, or one this stage cannot use: one line, before any work
-
     // The processes training together (one, unless a launcher started several): they meet here.
     // Only rank 0 prints, logs, samples and writes checkpoints; the others report only errors.
-    typename Ops<S>::Parallel parallel(ParallelSettings{opt.zero});
+    const auto parallel = join_the_run<S>(ParallelSettings{opt.zero, true, opt.step_timeout});
+    // The model outlives train_with(): a failure is reported before its memory is freed, since
+    // freeing waits for the GPU, which may be waiting for the other processes.
+    std::unique_ptr<GPT<S>> model;
+    try {
+        if (parallel->rank() > 0 && !std::freopen("/dev/null", "w", stdout))
+            throw Error("rank " + std::to_string(parallel->rank()) + ": cannot silence stdout");
+        return train_with<S>(opt, *parallel, model);
+    } catch (const std::bad_alloc&) {
+        parallel->fail(Error("out of host memory (try a smaller --batch or --model)"));
+        throw;
+    } catch (const std::exception& e) {
+        parallel->fail(e);  // with a watchdog, it does not return
+        throw;
+    }
+}
+
+template <class S, class Parallel>
+int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder) {
     const int rank = parallel.rank(), world = parallel.world();
-    if (rank > 0 && !std::freopen("/dev/null", "w", stdout))
-        throw Error("rank " + std::to_string(rank) + ": cannot silence stdout");
+    const InjectedFault fault = injected_fault(world);
 
     // The outputs first: a run must not fail at its end because it cannot write what it made.
     if (!opt.save.empty() && rank == 0) require_writable_path(opt.save, "--save");
@@ -202,7 +257,8 @@ int train(const TrainOptions& opt) {
         }
     }
 
-    GPT<S> model(config, opt.batch, opt.seq, micro_batches, &parallel);
+    model_holder = std::make_unique<GPT<S>>(config, opt.batch, opt.seq, micro_batches, &parallel);
+    GPT<S>& model = *model_holder;
     int first_step = 0;
     if (!ckpt_path.empty()) {
         model.set_parameters(start.params);
@@ -213,6 +269,7 @@ int train(const TrainOptions& opt) {
     } else {
         model.set_parameters(init_parameters(config, opt.seed));
     }
+    if (world > 1) check_same_weights(model, parallel, 0);
 
     // MFU of this device: the FLOPs of the tokens it processes in a step.
     const double flops_per_step = flops_per_token(config, opt.seq) * double(step_tokens) / world;
@@ -291,6 +348,7 @@ int train(const TrainOptions& opt) {
         r.data_pos = train_data.position().pos;
         sample_rng.get_state(r.sample_rng);
         if (rank > 0) return;  // it took part in gathering the state; rank 0 writes it
+        parallel.hold_if_stopping();  // never a checkpoint of what a collective cut short
         try {
             save_checkpoint(opt.save, c);
         } catch (const Error& e) {
@@ -300,6 +358,7 @@ int train(const TrainOptions& opt) {
                             : what);
         }
         std::printf("saved      %s (step %d)\n", opt.save.c_str(), steps_taken);
+        std::fflush(stdout);
     };
 
     // Each position's loss weighs 1 / (all positions of the step): the gradient is that of the
@@ -309,12 +368,20 @@ int train(const TrainOptions& opt) {
     for (int step = first_step; step < stop; ++step) {
         const bool last = step + 1 == opt.steps;
         const float lr = learning_rate(step, opt.steps, opt.warmup, opt.lr, opt.min_lr_frac);
+        parallel.starting("step " + std::to_string(step + 1));
+        if (fault.rank == rank && fault.step == step + 1) {
+            if (fault.hang)
+                for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+            throw Error("rank " + std::to_string(rank) + ": step " + std::to_string(step + 1) +
+                        " failed on purpose (GPT_TEST_FAIL)");
+        }
 
         const auto t0 = std::chrono::steady_clock::now();
         for (Batch& b : batches) b = train_data.next();
         // The step's work is queued on the device; train_step() waits for it once, at its end.
         const StepResult result =
             model.train_step(batches, opt.batch, opt.seq, loss_scale, opt.adamw, lr, step + 1);
+        parallel.hold_if_stopping();  // another process failed during the step: its result is void
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm))
             throw Error(std::string(std::isfinite(result.loss) ? "gradient norm" : "loss") + " is " +
@@ -335,6 +402,7 @@ int train(const TrainOptions& opt) {
 
         if (val_data && ((step + 1) % opt.val_every == 0 || last)) {
             const float val_loss = validation_loss(model, *val_data, opt.val_batches);
+            parallel.hold_if_stopping();
             if (!std::isfinite(val_loss))
                 throw Error("validation loss is " + std::to_string(val_loss) + " at step " + std::to_string(step + 1) +
                             " (" + divergence_hint(opt, ckpt_path) + "); no checkpoint saved");
@@ -348,6 +416,7 @@ int train(const TrainOptions& opt) {
         if (!opt.save.empty() && ((opt.save_every > 0 && (step + 1) % opt.save_every == 0) || last || step + 1 == stop))
             save(step + 1);
     }
+    parallel.starting("the end of the run");
     if (stop < opt.steps)
         std::printf("stopped    after step %d of %d; continue with --resume %s\n", stop, opt.steps, opt.save.c_str());
 

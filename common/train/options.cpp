@@ -25,6 +25,8 @@ TrainOptions default_options(bool gpu) {
         o.val_batches = 4;
         o.sample_every = 100;
         o.sample_tokens = 48;
+        // A CPU step can take anything from milliseconds to hours: no limit unless asked.
+        o.step_timeout = 0;
     }
     return o;
 }
@@ -65,6 +67,10 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
               "with several processes: 0 = each keeps the whole optimizer state, 1 = ZeRO-1, each keeps and "
               "updates 1/processes of it",
               o.zero, 0, 1),
+        real("--step-timeout", "SECONDS",
+             "with several processes (and stage 06): stop every process when a step takes longer, as a process "
+             "that hangs would make it (0: no limit)",
+             o.step_timeout, at_least(0)),
         whole("--steps", "N", "optimizer steps of the whole run (the schedule's length)", o.steps, 1),
         whole("--stop-after", "K",
               "stop after step K, saving a checkpoint (needs --save); --resume it to go on (0: run all --steps)",

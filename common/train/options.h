@@ -20,6 +20,7 @@ struct TrainOptions {
     int seq = 1024;
     long long total_batch = 0;  // tokens per optimizer step (0: one micro-batch, batch x seq x processes)
     int zero = 0;               // ZeRO stage with several processes: 0 or 1 (sharded optimizer state)
+    double step_timeout = 600;  // with several processes (and stage 06): seconds a step may take, 0: no limit
     // optimisation
     int steps = 300;
     int stop_after = 0;  // stop (and save) after this many steps of the run; 0: run all --steps

@@ -11,10 +11,14 @@
 //                                      with a sharded optimizer, the norm's sum of squares
 //                                      (all_reduce_sum) and the updated weights (all_gather)
 //   sync                               the loss (all_reduce_sum)
+//
+// and the training loop (train/loop.h) says when each step starts (starting) and reports its own
+// failure (fail), so that a watchdog can stop every process when one of them fails.
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +30,10 @@ namespace gpt {
 // How the processes share the work (--zero).
 struct ParallelSettings {
     int zero_stage = 0;  // 0: every process keeps the whole optimizer state; 1: ZeRO-1, sharded
+    // The trainer's processes run a watchdog (dist/watchdog.h): when one fails, the others stop
+    // within seconds. Tests that run ranks as threads of one process go without.
+    bool watchdog = false;
+    double step_timeout_s = 0;  // with the watchdog: the longest one step may take (0: no limit)
 };
 
 // The part of the flat parameter array whose optimizer state one process keeps (ZeRO-1). The
@@ -94,6 +102,18 @@ struct SingleProcess {
     void all_gather(Context&, T*, const Shard&) {}
     // One value from every process, in rank order (a check that they agree).
     std::vector<uint64_t> gather_values(uint64_t v) { return {v}; }
+
+    // This process starts `what` ("step 12"): the time limit of the watchdog, if any, counts from
+    // now (ParallelSettings::step_timeout_s).
+    void starting(const std::string&) {}
+    // This process failed with `error`. With a watchdog (several processes, or stage 06):
+    // prints it naming the rank, tells the others, stops the device's collectives and ends the
+    // process with status 1, so that none of them waits for it. Alone: returns, and main()
+    // prints the error as usual.
+    void fail(const std::exception&) {}
+    // Where a watchdog is ending this process because another failed, waits for the end: what
+    // the device computed after the abort must not be used, nor saved. Alone: returns.
+    void hold_if_stopping() {}
 };
 
 }  // namespace gpt

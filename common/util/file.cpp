@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <utility>
 
 namespace fs = std::filesystem;
@@ -37,6 +38,11 @@ const char* kind(fs::file_type type) {
 // sets it (nothing else is safe in a signal handler).
 volatile std::sig_atomic_t g_interrupted = 0;
 extern "C" void on_signal_during_save(int sig) { g_interrupted = sig; }
+
+// The PATH.tmp of the InterruptibleFile being written ("" while none is), for
+// remove_unfinished_save(), which another thread may call at any moment.
+std::mutex g_saving_mutex;
+std::string g_saving;
 
 std::string interrupted_text() {
     return g_interrupted == SIGINT ? "interrupted (SIGINT)" : "interrupted (SIGTERM)";
@@ -177,7 +183,22 @@ InterruptibleFile::Handlers::~Handlers() {
 
 InterruptibleFile::InterruptibleFile(const std::string& path, const std::string& what,
                                      std::function<void()> after_chunk)
-    : file_(path, what), path_(path), what_(what), after_chunk_(std::move(after_chunk)) {}
+    : file_(path, what), path_(path), what_(what), after_chunk_(std::move(after_chunk)) {
+    std::lock_guard<std::mutex> lock(g_saving_mutex);
+    g_saving = path + ".tmp";
+}
+
+InterruptibleFile::~InterruptibleFile() {
+    std::lock_guard<std::mutex> lock(g_saving_mutex);
+    g_saving.clear();
+}
+
+void remove_unfinished_save() {
+    std::lock_guard<std::mutex> lock(g_saving_mutex);
+    if (!g_saving.empty()) ::unlink(g_saving.c_str());  // after a commit's rename: nothing there, nothing done
+}
+
+int signal_during_save() { return g_interrupted; }
 
 void InterruptibleFile::write(const void* data, size_t bytes) {
     const char* p = static_cast<const char*>(data);

@@ -79,6 +79,7 @@ class InterruptibleFile {
   public:
     // after_chunk, if set, runs after each chunk written (a test raises a signal there).
     InterruptibleFile(const std::string& path, const std::string& what, std::function<void()> after_chunk = nullptr);
+    ~InterruptibleFile();
     InterruptibleFile(const InterruptibleFile&) = delete;
     InterruptibleFile& operator=(const InterruptibleFile&) = delete;
 
@@ -102,5 +103,12 @@ class InterruptibleFile {
     std::string path_, what_;
     std::function<void()> after_chunk_;
 };
+
+// For a process that ends at once, from another thread, without unwinding (dist/watchdog.h):
+// removes the PATH.tmp of the InterruptibleFile being written, if one is, so that nothing is left
+// behind; and the SIGINT or SIGTERM that came while one was written (0 if none), which the
+// interrupted save will report itself.
+void remove_unfinished_save();
+int signal_during_save();
 
 }  // namespace gpt

@@ -26,22 +26,34 @@
 #include <cuda_bf16.h>
 #include <nccl.h>
 
+#include <cstdio>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "cuda/backend.cuh"
 #include "dist/group.h"
+#include "dist/watchdog.h"
 #include "train/parallel.h"
 #include "util/error.h"
 
 namespace gpt::stage06 {
 
-#define NCCL_CHECK(call)                                                                              \
-    do {                                                                                              \
-        const ncclResult_t nccl_result_ = (call);                                                     \
-        if (nccl_result_ != ncclSuccess)                                                              \
-            throw ::gpt::Error(std::string("NCCL: ") + #call + ": " + ncclGetErrorString(nccl_result_)); \
+// An NCCL call that failed. A peer that is gone shows as a remote or system error, which the
+// watchdog may be able to pin on the process that failed (dist::PeerLost gives it a moment).
+[[noreturn]] inline void throw_nccl_error(const char* call, ncclResult_t result) {
+    const std::string what = std::string("NCCL: ") + call + ": " + ncclGetErrorString(result);
+    if (result == ncclRemoteError || result == ncclSystemError)
+        throw dist::PeerLost(what + " (did another process fail?)", -1);
+    throw Error(what);
+}
+
+#define NCCL_CHECK(call)                                                                  \
+    do {                                                                                  \
+        const ncclResult_t nccl_result_ = (call);                                         \
+        if (nccl_result_ != ncclSuccess) ::gpt::stage06::throw_nccl_error(#call, nccl_result_); \
     } while (0)
 
 template <class T>
@@ -54,29 +66,35 @@ template <>
 inline ncclDataType_t nccl_type<__nv_bfloat16>() { return ncclBfloat16; }
 
 // The processes of the run, one GPU each, over NCCL. Collectives are queued on a stream; between
-// group_start() and group_end() they go out as one.
-class NcclCommunicator {
+// group_start() and group_end() they go out as one. A watchdog (dist/watchdog.h) polls NCCL's
+// asynchronous error and the other processes' failures, and aborts the communicator when one
+// comes: a collective waiting for a process that failed would otherwise spin on the GPU forever.
+class NcclCommunicator : public dist::Watched {
   public:
-    NcclCommunicator() : group_(std::make_unique<dist::Group>(dist::launch_from_environment())) {
-        const std::string who = "rank " + std::to_string(rank()) + " of " + std::to_string(world());
-        // One GPU per process, before anything is allocated: the local rank picks it, unless the
-        // launcher shows each process only its own (Slurm's --gpus-per-task=1, CUDA_VISIBLE_DEVICES).
-        const int devices = cuda::device_count();
-        const int device = devices == 1 ? 0 : group_->local_rank();
-        if (device >= devices)
-            throw Error(who + ": local rank " + std::to_string(group_->local_rank()) + ", but this process sees " +
-                        std::to_string(devices) + " GPU(s): start at most one process per GPU");
-        CUDA_CHECK(cudaSetDevice(device));
-        ncclUniqueId id{};
-        if (rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-        group_->broadcast(&id, sizeof(id));
-        const ncclResult_t started = ncclCommInitRank(&comm_, world(), id, rank());
-        if (started != ncclSuccess)
-            throw Error(who + ": NCCL could not start (" + ncclGetErrorString(started) + ": " +
-                        ncclGetLastError(nullptr) + "); NCCL_DEBUG=INFO says more");
+    explicit NcclCommunicator(const ParallelSettings& settings)
+        : group_(std::make_unique<dist::Group>(dist::launch_from_environment())),
+          step_timeout_s_(settings.step_timeout_s) {
+        // Before NCCL starts: ncclCommInitRank waits for every rank, and one that failed before
+        // it would leave the others waiting there.
+        if (settings.watchdog)
+            watch(*group_, settings.step_timeout_s, {[this] { return async_error(); }, [this] { abort(); }});
+        try {
+            start();
+        } catch (const std::exception& e) {
+            fail(e);  // with the watchdog, the others hear of it and this process ends here
+            throw;
+        }
     }
     ~NcclCommunicator() {
-        if (comm_) ncclCommDestroy(comm_);
+        {
+            // Still watched: a destroy that waits for a peer which failed meanwhile is ended by
+            // the watchdog. Unwinding from an error that did not go through fail(): aborting
+            // does not wait for the others, destroying could.
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (comm_) std::uncaught_exceptions() > 0 ? ncclCommAbort(comm_) : ncclCommDestroy(comm_);
+            comm_ = nullptr;
+        }
+        unwatch();  // a clean end tells the others
     }
     NcclCommunicator(const NcclCommunicator&) = delete;
     NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -87,30 +105,88 @@ class NcclCommunicator {
         int version = 0;
         ncclGetVersion(&version);
         const std::string nccl = "NCCL " + std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100);
-        return world() == 1 ? "one process (" + nccl + ")"
-                            : std::to_string(world()) + " processes over " + nccl + ", " + group_->how();
+        char limit[48] = "";
+        if (watched() && step_timeout_s_ > 0) std::snprintf(limit, sizeof(limit), ", step limit %g s", step_timeout_s_);
+        const std::string watch = limit;
+        if (world() == 1) return "one process (" + nccl + ", GPU " + std::to_string(device_) + watch + ")";
+        return std::to_string(world()) + " processes over " + nccl + " on " + std::to_string(group_->hosts()) +
+               (group_->hosts() == 1 ? " host" : " hosts") + " (" + std::to_string(group_->local_world()) +
+               " on rank 0's), " + group_->how() + watch;
     }
 
     void group_start() { NCCL_CHECK(ncclGroupStart()); }
-    void group_end() { NCCL_CHECK(ncclGroupEnd()); }
+    void group_end() {
+        std::lock_guard<std::mutex> lock(mutex_);  // the group's operations start here
+        NCCL_CHECK(ncclGroupEnd());
+    }
     template <class T>
     void all_reduce(T* data, size_t n, cudaStream_t stream) {
-        NCCL_CHECK(ncclAllReduce(data, data, n, nccl_type<T>(), ncclSum, comm_, stream));
+        std::lock_guard<std::mutex> lock(mutex_);
+        NCCL_CHECK(ncclAllReduce(data, data, n, nccl_type<T>(), ncclSum, comm(), stream));
     }
     // In place: rank r's piece of the sum, `stride` elements at data + r * stride.
     void reduce_scatter(float* data, size_t stride, cudaStream_t stream) {
-        NCCL_CHECK(ncclReduceScatter(data, data + size_t(rank()) * stride, stride, ncclFloat32, ncclSum, comm_, stream));
+        std::lock_guard<std::mutex> lock(mutex_);
+        NCCL_CHECK(ncclReduceScatter(data, data + size_t(rank()) * stride, stride, ncclFloat32, ncclSum, comm(), stream));
     }
     // In place: every rank's piece of `stride` elements to every rank.
     template <class T>
     void all_gather(T* data, size_t stride, cudaStream_t stream) {
-        NCCL_CHECK(ncclAllGather(data + size_t(rank()) * stride, data, stride, nccl_type<T>(), comm_, stream));
+        std::lock_guard<std::mutex> lock(mutex_);
+        NCCL_CHECK(ncclAllGather(data + size_t(rank()) * stride, data, stride, nccl_type<T>(), comm(), stream));
     }
     std::vector<uint64_t> gather_values(uint64_t v) { return group_->gather_values(v); }
 
   private:
+    // This process's GPU, then NCCL's communicator over every process.
+    void start() {
+        const std::string who = "rank " + std::to_string(rank()) + " of " + std::to_string(world());
+        // Two processes on one GPU would fail in NCCL with less to go on.
+        if (!group_->placement_disagreement().empty()) throw Error(group_->placement_disagreement());
+        // One GPU per process, before any CUDA object exists (train/processes.h, join_the_run).
+        device_ = cuda::use_local_device(group_->local_rank(), group_->local_world(), who);
+        ncclUniqueId id{};
+        if (rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        group_->broadcast(&id, sizeof(id));
+        ncclComm_t comm = nullptr;
+        const ncclResult_t started = ncclCommInitRank(&comm, world(), id, rank());
+        if (started != ncclSuccess) {
+            const std::string why = ncclGetLastError(comm);
+            if (comm) ncclCommAbort(comm);
+            // Often because another process failed meanwhile: PeerLost lets the watchdog say so.
+            throw dist::PeerLost(who + ": NCCL could not start (" + ncclGetErrorString(started) + ": " + why +
+                                     "); NCCL_DEBUG=INFO says more",
+                                 -1);
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        comm_ = comm;
+    }
+    // With mutex_ held.
+    ncclComm_t comm() const {
+        if (!comm_) throw Error("rank " + std::to_string(rank()) + ": the NCCL communicator was aborted");
+        return comm_;
+    }
+    // Called by the watchdog's thread, which must never wait here: the main thread may hold the
+    // lock while it queues an operation.
+    std::string async_error() {
+        std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+        ncclResult_t state = ncclSuccess;
+        if (!lock.owns_lock() || !comm_ || ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "";
+        if (state == ncclSuccess || state == ncclInProgress) return "";
+        return std::string("NCCL: ") + ncclGetErrorString(state) + " (" + ncclGetLastError(comm_) + ")";
+    }
+    // Once only, from whichever thread gets here first; never while an operation is being queued.
+    void abort() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (comm_) ncclCommAbort(comm_);
+        comm_ = nullptr;
+    }
+
     std::unique_ptr<dist::Group> group_;  // destroyed last: NCCL's communicator goes first
+    double step_timeout_s_;
+    std::mutex mutex_;  // guards comm_: the watchdog may abort it from its own thread
     ncclComm_t comm_ = nullptr;
+    int device_ = 0;
 };
 
 template <class Communicator>
@@ -122,8 +198,11 @@ class DataParallel {
     using WithCommunicator = DataParallel<Other>;
 
     DataParallel() : DataParallel(ParallelSettings{}) {}
-    explicit DataParallel(const ParallelSettings& settings) : settings_(settings) {
-        CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+    explicit DataParallel(const ParallelSettings& settings) : settings_(settings), comm_(settings) {
+        // The reductions must not queue behind backward's large matmuls: highest priority.
+        int least = 0, greatest = 0;
+        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
         CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
         CUDA_CHECK(cudaEventCreateWithFlags(&reduced_, cudaEventDisableTiming));
     }
@@ -182,6 +261,9 @@ class DataParallel {
     }
 
     std::vector<uint64_t> gather_values(uint64_t v) { return comm_.gather_values(v); }
+    void starting(const std::string& what) { comm_.starting(what); }
+    void fail(const std::exception& error) { comm_.fail(error); }
+    void hold_if_stopping() { comm_.hold_if_stopping(); }
 
   private:
     ParallelSettings settings_;

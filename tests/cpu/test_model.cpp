@@ -509,9 +509,10 @@ TEST(Memory, EstimateIsWhatTheCpuModelAllocates) {
     expect_estimate_is_allocation<One>("tiny", 3, 127, 4);
     expect_estimate_is_allocation<One>("d12", 1, 64, 1);
     expect_estimate_is_allocation<test::AsProcess<CpuReference, 1, 2, 0>>("tiny", 3, 127, 2);
+    expect_estimate_is_allocation<test::AsProcess<CpuReference, 1, 2, 1>>("tiny", 3, 127, 2);  // --zero 1, 2 processes
     expect_estimate_is_allocation<test::AsProcess<CpuReference, 0, 3, 1>>("tiny", 3, 127, 2);
     expect_estimate_is_allocation<test::AsProcess<CpuReference, 2, 3, 1>>("tiny", 3, 127, 2);
-    expect_estimate_is_allocation<test::AsProcess<CpuReference, 1, 4, 1>>("d12", 1, 64, 1);
+    expect_estimate_is_allocation<test::AsProcess<CpuReference, 1, 4, 1>>("d12", 1, 64, 1);  // --zero 1, 4 processes
 }
 
 // The trainer's own check (train/memory.h) asks for the process's share: with ZeRO-1 over 5

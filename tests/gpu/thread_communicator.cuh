@@ -9,12 +9,14 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "cuda/check.cuh"
 #include "dist/group.h"
+#include "train/parallel.h"
 #include "util/error.h"
 
 namespace gpt::test {
@@ -28,7 +30,7 @@ class ThreadCommunicator {
         place().world = world;
     }
 
-    ThreadCommunicator() : group_(launch()) {}
+    explicit ThreadCommunicator(const ParallelSettings& = {}) : group_(launch()) {}
 
     int rank() const { return group_.rank(); }
     int world() const { return group_.world(); }
@@ -56,6 +58,9 @@ class ThreadCommunicator {
         upload(data, host.data(), host.size(), stream);
     }
     std::vector<uint64_t> gather_values(uint64_t v) { return group_.gather_values(v); }
+    void starting(const std::string&) {}
+    void fail(const std::exception&) {}  // a test's threads: the test reports
+    void hold_if_stopping() {}
 
   private:
     struct Place {
@@ -70,7 +75,7 @@ class ThreadCommunicator {
         dist::Launch l;
         l.rank = place().rank;
         l.world = place().world;
-        l.local_rank = 0;  // every rank on the one GPU
+        // Every rank on the one GPU: no local rank to check against the host names.
         l.launcher = "threads";
         return l;
     }
