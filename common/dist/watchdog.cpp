@@ -216,11 +216,19 @@ void Watchdog::watch() {
             else if (now_ms() - device_error_since_ms_ > kPeerLostWaitMs)
                 end_run(group_.rank(), error);
         }
+        // Once every other process has ended cleanly, no one waits for this one (rank 0 writing
+        // the last checkpoint): the time limit no longer applies.
+        bool others = false, all_finished = true;
+        for (int r = 0; r < int(sockets.size()); ++r)
+            if (sockets[r] >= 0) {
+                others = true;
+                all_finished = all_finished && finished_[r];
+            }
         std::string what;
         bool late = false;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            late = time_limit_s_ > 0 && Clock::now() > deadline_;
+            late = time_limit_s_ > 0 && Clock::now() > deadline_ && !(others && all_finished);
             what = what_;
         }
         if (late) {

@@ -483,6 +483,25 @@ TEST(WatchdogDeathTest, AStepPastTheLimitEndsTheProcessWithoutLeftovers) {
     EXPECT_NE(::access(path.c_str(), F_OK), 0);
 }
 
+// Rank 0 writing the last checkpoint after the others ended cleanly keeps no one waiting: its
+// time limit no longer applies (ranks as threads of the child process).
+TEST(WatchdogDeathTest, NoTimeLimitOnceEveryOtherProcessHasEnded) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            run_ranks(2, [](int r) {
+                gpt::dist::Group group(launch(r, 2));
+                gpt::dist::Watchdog watchdog(group, 0.3, {});
+                if (r == 0) {  // rank 1 ends at once
+                    watchdog.start("the last checkpoint");
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+                }
+            });
+            std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
 // The fault switch of the failure tests: digits only, and a rank the run has.
 TEST(FaultSwitch, ReadsRankStepAndHang) {
     {
