@@ -2,7 +2,11 @@
 """The attention benchmark: causal self-attention alone, forward and backward, at GPT-2's head
 size of 64, for each built C++ stage (its bench_stageNN, --ops Attention) and for PyTorch's
 scaled_dot_product_attention with each backend this PyTorch offers (flash, cuDNN, memory-
-efficient), on the same GPU in the same run.
+efficient), on the same GPU in the same run. From stage 03 on, the stage's benchmark-only
+variants are timed too (bench_stageNN --attention-variants yes; tests/bench/attention_variants.cuh):
+stage 03's kernels before FlashAttention-2's design, 16 rows per warp, a deterministic dq. They
+are the same in every later stage, which uses stage 03's attention: they are run for the first
+such stage only.
 
     python3 tests/bench/attention.py --build build/all
     python3 tests/bench/attention.py --build build/all --seq 1024,2048 --tokens 16384
@@ -13,6 +17,9 @@ published ones: the forward pass is 4·B·NH·T²·HS / 2 for causal attention (
 not work), the backward 2.5 times that (five products against two). The kernel benchmark itself
 (bench_stageNN) counts the whole T x T square (tests/bench/op_cost.h); this script recounts
 from its times. Batch: --tokens / T sequences (B·NH blocks of rows fill the GPU many times over).
+"% of GEMM" reads each pass's TFLOP/s against the bf16 GEMM ceiling (a large cuBLAS bf16 matrix
+product) that the same bench_stageNN run measured first, counting only the FLOPs above: the share
+of the tensor cores' practical throughput the attention gets.
 
 Memory: what the attention keeps for itself beyond its inputs, its output and the gradients (for
 the C++ stages the `saved` and `scratch` buffers their bench_stageNN reports; for PyTorch the
@@ -48,38 +55,44 @@ def find_benches(build):
     return found
 
 
-def run_cpp(stage, bench, B, T, out, timeout, dry_run):
-    """{'forward': ms, 'backward': ms} of one stage's attention, or {'error': line}."""
+def run_cpp(stage, bench, B, T, out, timeout, dry_run, variants):
+    """[(label, {'forward': ms, 'backward': ms, ...})] of one stage's attention ("" for the stage's
+    own, then each variant's label), or [("", {'error': line})]."""
     json_path = os.path.join(out, f"stage{stage}_T{T}.json")
-    cmd = [bench, "--ops", "^Attention", "--batch", str(B), "--seq", str(T), "--json", json_path]
+    cmd = [bench, "--ops", "^Attention", "--batch", str(B), "--seq", str(T), "--json", json_path,
+           "--attention-variants", "yes" if variants else "no"]
     if dry_run:
         print(" ".join(cmd))
-        return {}
+        return []
     log_path = os.path.join(out, f"stage{stage}_T{T}.log")
     try:
         with open(log_path, "w") as log:
             rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout} s"}
+        return [("", {"error": f"timed out after {timeout} s"})]
     try:
         with open(json_path) as f:
             result = json.load(f)
     except (OSError, ValueError):
         with open(log_path, errors="replace") as log:
             last = ([line.strip() for line in log if line.strip()] or [""])[-1]
-        return {"error": f"exit status {rc}: {last[:160]} (see {log_path})"}
+        return [("", {"error": f"exit status {rc}: {last[:160]} (see {log_path})"})]
     if result.get("error"):
-        return {"error": result["error"]}
-    times = {}
+        return [("", {"error": result["error"]})]
+    gemm = ((result.get("ceilings") or {}).get("gemm") or {}).get("tflops")
+    found = {}  # label -> times, in the order of the rows
     for row in result.get("rows", []):
-        if row.get("op") == "Attention" and row.get("status") == "ok":
+        op = row.get("op") or ""
+        if op != "Attention" and not op.startswith("Attention "):
+            continue
+        times = found.setdefault(op[len("Attention "):], {"device": result.get("device_name"), "gemm_tflops": gemm})
+        if row.get("status") == "ok":
             times[row["pass"]] = row["ms_median"]
             # What the op kept beyond its inputs and outputs: saved for the backward, and scratch.
-            times["memory_mib"] = max(times.get("memory_mib", 0), row.get("workspace_bytes") or 0) / 2**20
-        elif row.get("op") == "Attention":
+            times["memory_mib"] = max(times.get("memory_mib", 0), (row.get("workspace_bytes") or 0) / 2**20)
+        else:
             times.setdefault("error", f"{row['pass']}: {row.get('status')} ({row.get('reason')})")
-    times["device"] = result.get("device_name")
-    return times
+    return list(found.items()) or [("", {"error": f"no Attention row in {json_path}"})]
 
 
 def torch_backends():
@@ -137,7 +150,8 @@ def run_torch(backend, B, T, warmup, iters):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True, help="a build tree with bench_stageNN (build/all, build/stage03)")
-    p.add_argument("--seq", default="1024,2048", help="sequence lengths, comma-separated [1024,2048]")
+    p.add_argument("--seq", default="1024,2048,4096,8192",
+                   help="sequence lengths, comma-separated [1024,2048,4096,8192]")
     p.add_argument("--tokens", type=int, default=16384, help="tokens per batch: B = tokens / T [16384]")
     p.add_argument("--stages", default="all", help="C++ stages to run: all, none or 02,03,... [all]")
     p.add_argument("--warmup", type=int, default=3, help="PyTorch runs not timed [3]")
@@ -167,13 +181,18 @@ def main():
     os.makedirs(out, exist_ok=True)
 
     backends, torch_error = ([], "--no-torch") if args.no_torch or args.dry_run else torch_backends()
+    # The variants belong to stage 03's attention, which the later stages use as it is.
+    variant_stage = min((s for s in benches if int(s) >= 3), default=None)
     rows = []
+    gemm_tflops = None
     for T in seqs:
         B = args.tokens // T
         for stage, bench in benches.items():
             print(f"stage {stage} T={T} B={B} ...", file=sys.stderr, flush=True)
-            r = run_cpp(stage, bench, B, T, out, args.timeout, args.dry_run)
-            rows.append({"entry": f"C++ stage {stage}", "T": T, "B": B, **r})
+            for label, r in run_cpp(stage, bench, B, T, out, args.timeout, args.dry_run, stage == variant_stage):
+                gemm_tflops = gemm_tflops or r.get("gemm_tflops")
+                entry = f"C++ stage {stage}" + (f" ({label})" if label else "")
+                rows.append({"entry": entry, "T": T, "B": B, **r})
         for label, backend in backends or []:
             print(f"{label} T={T} B={B} ...", file=sys.stderr, flush=True)
             rows.append({"entry": f"PyTorch {label}", "T": T, "B": B, **run_torch(backend, B, T, args.warmup, args.iters)})
@@ -183,39 +202,48 @@ def main():
         return 0
 
     device = next((r["device"] for r in rows if r.get("device")), "unknown GPU")
+    ceiling = (f"bf16 GEMM ceiling measured in the same run (bench_ceilings' cuBLAS product): {gemm_tflops:.0f} "
+               "TFLOP/s" if gemm_tflops else "bf16 GEMM ceiling: not measured (no C++ stage ran)")
     lines = [f"Causal attention, head size {HS}, {NH} heads, {args.tokens} tokens per batch, on {device}",
-             "TFLOP/s counted as FlashAttention does: forward 4·B·NH·T²·HS/2, backward 2.5x that",
+             "TFLOP/s counted as FlashAttention does: forward 4·B·NH·T²·HS/2, backward 2.5x that", ceiling,
              "memory: what the attention keeps beyond its inputs, output and gradients (saved for the backward, "
              "scratch)", "",
              "| entry | T | B | forward ms | forward TFLOP/s | backward ms | backward TFLOP/s | fwd+bwd TFLOP/s | "
-             "memory MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "% of GEMM (fwd / bwd) | memory MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "forward" not in r or "backward" not in r:
-            lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | not run: {r.get('error', 'no result')} | | | | | |")
+            lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | not run: {r.get('error', 'no result')} | | | | | | |")
             continue
         f, b = flops(r["B"], r["T"], "forward"), flops(r["B"], r["T"], "backward")
         r["forward_tflops"] = f / (r["forward"] * 1e-3) / 1e12
         r["backward_tflops"] = b / (r["backward"] * 1e-3) / 1e12
         r["total_tflops"] = (f + b) / ((r["forward"] + r["backward"]) * 1e-3) / 1e12
+        share = ""
+        if gemm_tflops:
+            r["forward_gemm_fraction"] = r["forward_tflops"] / gemm_tflops
+            r["backward_gemm_fraction"] = r["backward_tflops"] / gemm_tflops
+            share = f"{100 * r['forward_gemm_fraction']:.0f}% / {100 * r['backward_gemm_fraction']:.0f}%"
         mem = f"{r['memory_mib']:.1f}" if "memory_mib" in r else ""
         lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | {r['forward']:.3f} | {r['forward_tflops']:.1f} | "
-                     f"{r['backward']:.3f} | {r['backward_tflops']:.1f} | {r['total_tflops']:.1f} | {mem} |")
-    # The goal of stage 03: at least SDPA flash's speed, forward plus backward.
+                     f"{r['backward']:.3f} | {r['backward_tflops']:.1f} | {r['total_tflops']:.1f} | {share} | {mem} |")
+    # The goal of stage 03: SDPA flash's speed or better, forward and backward each (cuDNN: the stretch).
     lines.append("")
     for T in seqs:
         ours = next((r for r in rows if r["entry"] == "C++ stage 03" and r["T"] == T and "total_tflops" in r), None)
         for label in ("PyTorch SDPA flash", "PyTorch SDPA cuDNN"):
             theirs = next((r for r in rows if r["entry"] == label and r["T"] == T and "total_tflops" in r), None)
             if ours and theirs:
-                lines.append(f"T={T}: stage 03 / {label[8:]} = {ours['total_tflops'] / theirs['total_tflops']:.2f}x "
-                             "(forward + backward)")
+                lines.append(f"T={T}: stage 03 / {label[8:]} = {theirs['forward'] / ours['forward']:.2f}x forward, "
+                             f"{theirs['backward'] / ours['backward']:.2f}x backward, "
+                             f"{ours['total_tflops'] / theirs['total_tflops']:.2f}x both (above 1: stage 03 faster)")
     text = "\n".join(lines) + "\n"
     print(text)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text)
     with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"device": device, "head_size": HS, "heads": NH, "tokens": args.tokens, "rows": rows}, f, indent=1)
+        json.dump({"device": device, "head_size": HS, "heads": NH, "tokens": args.tokens, "gemm_tflops": gemm_tflops,
+                   "rows": rows}, f, indent=1)
     print(f"results in {out}/results.md and results.json", file=sys.stderr)
     return 1 if any("error" in r for r in rows if r["entry"].startswith("C++")) else 0
 

@@ -25,12 +25,14 @@
 #include <regex>
 #include <string>
 #include <type_traits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "cuda/buffer.cuh"
 #include "cuda/check.cuh"
 #include "cuda/device.cuh"
+#include "attention_variants.h"
 #include "measure.cuh"
 #include "model/config.h"
 #include "model/params.h"
@@ -49,6 +51,7 @@ struct KernelBenchOptions {
     int iters = 20;
     std::string ops;  // a regular expression over "op pass"; empty: every row
     std::string json;  // empty: no JSON file
+    bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
 };
 
 inline std::string kernel_bench_usage(const std::string& program, const std::string& stage) {
@@ -65,6 +68,10 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "  --ops REGEX    only the rows whose \"op pass\" matches, ignoring case:\n"
            "                 'lm_head', '^Matmul ', 'backward', 'Classifier' [every row]\n"
            "  --json PATH    also write every number as JSON\n"
+           "  --attention-variants yes|no\n"
+           "                 also time the variants of the stage's attention that only the benchmark\n"
+           "                 builds (stage 03 on: its kernels before FlashAttention-2's design, 16 rows\n"
+           "                 per warp, a deterministic dq; tests/bench/attention_variants.cuh) [no]\n"
            "  --help         this text\n\n"
            "Exit status: 0 every row measured or skipped (a row that needs more device memory than\n"
            "is free is skipped, and says so), 1 an op failed or a CUDA error, 2 a bad option,\n"
@@ -95,12 +102,17 @@ inline std::regex ops_regex(const std::string& pattern) {
 inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int max_seq, bool& help) {
     KernelBenchOptions o;
     for (const auto& [option, value] :
-         option_pairs(argc, argv, {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json"}, help)) {
+         option_pairs(argc, argv, {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json", "--attention-variants"},
+                      help)) {
         if (option == "--batch") o.batches = parse_batch_list(option, value);
         else if (option == "--seq") o.seq = static_cast<int>(parse_whole_number(option, value, 1, max_seq));
         else if (option == "--warmup") o.warmup = static_cast<int>(parse_whole_number(option, value, 1, 1000));
         else if (option == "--iters") o.iters = static_cast<int>(parse_whole_number(option, value, 1, 10000));
-        else if (option == "--ops") {
+        else if (option == "--attention-variants") {
+            if (value != "yes" && value != "no")
+                throw UsageError("option --attention-variants: '" + value + "' is not yes or no");
+            o.attention_variants = value == "yes";
+        } else if (option == "--ops") {
             ops_regex(value);  // a bad pattern is a usage error now, not after the ceilings
             o.ops = value;
         } else {
@@ -519,25 +531,34 @@ class KernelBench {
     }
 
     void attention(int B) {
+        attention_op<typename O::Attention>(B, "");
+        if (options_.attention_variants)
+            std::apply([&](auto... variant) { (attention_op<decltype(variant)>(B, variant.label), ...); },
+                       typename AttentionVariants<typename O::Attention>::type{});
+    }
+
+    // The stage's attention, or one of its benchmark-only variants (`which` names it).
+    template <class A>
+    void attention_op(int B, const char* which) {
         const int T = options_.seq, C = C_, NH = NH_, N = B * T;
         const size_t NC = size_t(N) * C;
         const OpSizes s = sizes(B);
-        Case c(*this, "Attention", "",
+        Case c(*this, "Attention", which,
                "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                    " HS=" + std::to_string(C / NH),
                B, {{"forward", cost::attention_forward(s)}, {"backward", cost::attention_backward(s)}});
         c.run([&] {
             const act_t* qkv = c.acts(3 * NC);
             act_t* out = c.acts(NC);
-            void* saved = c.workspace(O::Attention::saved_bytes(B, T, C, NH, sizeof(act_t)));
-            void* scratch = c.workspace(O::Attention::scratch_bytes(B, T, C, NH, sizeof(act_t)));
+            void* saved = c.workspace(A::saved_bytes(B, T, C, NH, sizeof(act_t)));
+            void* scratch = c.workspace(A::scratch_bytes(B, T, C, NH, sizeof(act_t)));
             // The backward reads what this forward saved.
             c.time_or_run_once("forward",
-                               [&] { O::Attention::forward(ctx(), out, saved, qkv, B, T, C, NH, scratch); });
+                               [&] { A::forward(ctx(), out, saved, qkv, B, T, C, NH, scratch); });
             const act_t* dout = c.acts(NC);
             act_t* dqkv = c.acts(3 * NC);
             c.time("backward", [&] {
-                O::Attention::backward(ctx(), dqkv, dout, qkv, out, saved, B, T, C, NH, scratch);
+                A::backward(ctx(), dqkv, dout, qkv, out, saved, B, T, C, NH, scratch);
             });
         });
     }

@@ -20,8 +20,9 @@ no randomness: the same script always writes the same bytes. After a change to e
                         the A of the next product (a_from_accumulators).
 
 The sizes drawn are the kernel's own: the constants of stages/03_flash_attention/
-flash_attention.cuh are read and compared with those this file draws, and so is the comment
-there that states the fragment layout (PTX ISA, "Matrix fragments for mma.m16n8k16"); if they
+flash_attention.cuh and tensor_cores.cuh are read and compared with those this file draws, and so
+is the comment in tensor_cores.cuh that states the fragment layout (PTX ISA, "Matrix fragments for
+mma.m16n8k16"); if they
 differ the script stops and says so, since a figure would no longer describe the kernel. The
 fragment figure also checks, before drawing, that the packing of a_from_accumulators maps the
 two D tiles onto A's layout element for element.
@@ -50,18 +51,25 @@ MUTED = "#555"
 # attention_tiles.svg
 
 FLASH_SOURCE = "stages/03_flash_attention/flash_attention.cuh"
-TILE, WARPS, PAD = 64, 4, 8  # what the figure draws: kTile, kWarps, kPad of FLASH_SOURCE
-T = 256                      # the sequence length drawn: 4 x 4 tiles
+TENSOR_CORES_SOURCE = "stages/03_flash_attention/tensor_cores.cuh"
+# What the figure draws: kQueryRows, kTile (flash_attention.cuh), kPad (tensor_cores.cuh), and the
+# rows per warp of the trainer's op (using FlashAttention = FlashAttentionWith<32>).
+QUERY_ROWS, TILE, PAD, ROWS_PER_WARP = 128, 64, 8, 32
+WARPS = QUERY_ROWS // ROWS_PER_WARP
+T = 256                      # the sequence length drawn: 4 x 4 tiles, 2 blocks of queries
 HS = 64                      # GPT-2's head size
 
 
 def kernel_constants(root):
-    """kTile, kWarps and kPad as flash_attention.cuh defines them."""
-    text = (root / FLASH_SOURCE).read_text(encoding="utf-8")
+    """kQueryRows, kTile, kPad and the trainer's rows per warp as the kernel's files define them."""
+    flash = (root / FLASH_SOURCE).read_text(encoding="utf-8")
+    tensor_cores = (root / TENSOR_CORES_SOURCE).read_text(encoding="utf-8")
     found = {}
-    for name in ("kTile", "kWarps", "kPad"):
+    for name, text in (("kQueryRows", flash), ("kTile", flash), ("kPad", tensor_cores)):
         m = re.search(rf"constexpr int {name} = (\d+);", text)
         found[name] = int(m.group(1)) if m else None
+    m = re.search(r"using FlashAttention = FlashAttentionWith<(\d+)>;", flash)
+    found["rows per warp"] = int(m.group(1)) if m else None
     return found
 
 
@@ -92,8 +100,9 @@ def arrow(svg, x1, y1, x2, y2, colour="#444", width=1.5, marker="arrow"):
 
 
 def score_matrix(svg):
-    """Left: the causal T x T scores of one (batch, head), in tiles; one block per row of tiles."""
+    """Left: the causal T x T scores of one (batch, head), in tiles; one block per two rows of tiles."""
     n = T // TILE
+    per_block = QUERY_ROWS // TILE  # rows of tiles per block
     c = 76  # pixels per tile
     gx, gy = 172, 146
     svg.text(gx + n * c / 2, 90, "keys →", size=13, anchor="middle", weight="bold")
@@ -102,15 +111,22 @@ def score_matrix(svg):
         svg.text(gx + (j + 0.5) * c, 127, f"tile j = {j}", size=10, anchor="middle", colour=MUTED)
     svg.text(gx - 12, 120, "queries ↓", size=13, anchor="end", weight="bold")
     for i in range(n):
-        block = n - 1 - i  # q_tile = gridDim.x - 1 - blockIdx.x: blockIdx.x = 0 takes the last row
+        # query0 = (gridDim.x - 1 - blockIdx.x) * 128: blockIdx.x = 0 takes the last rows
+        block = n // per_block - 1 - i // per_block
         y = gy + i * c
-        svg.text(gx - 12, y + c / 2 - 3, f"blockIdx.x = {block}", size=12, anchor="end", weight="bold")
-        svg.text(gx - 12, y + c / 2 + 13, f"queries {i * TILE}-{(i + 1) * TILE - 1}", size=10, anchor="end",
-                 colour=MUTED)
-        svg.text(gx + n * c + 8, y + c / 2 + 4, f"{i + 1} tile{'s' if i else ''}", size=11, colour=MUTED)
+        if i % per_block == 0:
+            svg.text(gx - 12, y + c - 3, f"blockIdx.x = {block}", size=12, anchor="end", weight="bold")
+            svg.text(gx - 12, y + c + 13, f"queries {i * TILE}-{(i + per_block) * TILE - 1}", size=10,
+                     anchor="end", colour=MUTED)
+            svg.text(gx + n * c + 8, y + c + 4, f"{i + per_block} tiles", size=11, colour=MUTED)
         for j in range(n):
             x = gx + j * c
-            if j > i:
+            if j > i and j < (i // per_block + 1) * per_block:
+                # Loaded by the block (its other warps need it), computed by none of these warps.
+                svg.rect(x, y, c, c, "url(#skipped)")
+                svg.text(x + c / 2, y + c / 2 + 4, "loaded,", size=10, anchor="middle", colour="#666")
+                svg.text(x + c / 2, y + c / 2 + 17, "not used", size=10, anchor="middle", colour="#666")
+            elif j > i:
                 svg.rect(x, y, c, c, "url(#skipped)")
             elif j < i:
                 svg.rect(x, y, c, c, BLUE, opacity=0.9)
@@ -121,9 +137,11 @@ def score_matrix(svg):
                 polygon(svg, [(x, y), (x, y + c), (x + c, y + c)], BLUE, opacity=0.9)
                 svg.text(x + 0.7 * c, y + 0.34 * c, "−∞", size=13, anchor="middle", colour="#a02828")
             svg.rect(x, y, c, c, "none", stroke="white", width=2)
-        # The walk of the block along its row: key tile 0 up to its own.
+        # The walk of the warps along their rows: key tile 0 up to their own.
         arrow(svg, gx + 8, y + c - 11, gx + i * c + c * 0.62, y + c - 11, colour="white", width=1.5,
               marker="arrow-white")
+    for b in range(n // per_block):  # the outline of each block's rows
+        svg.rect(gx, gy + b * per_block * c, n * c, per_block * c, "none", stroke="#444", width=2)
     svg.rect(gx, gy, n * c, n * c, "none", stroke="#888", width=1)
 
     # Which buffer each key tile goes through (j mod 2), under the grid.
@@ -140,17 +158,19 @@ def score_matrix(svg):
     ly += 22
     polygon(svg, [(x0, ly - 11), (x0 + 22, ly - 11), (x0 + 22, ly + 3)], RED, opacity=0.22)
     polygon(svg, [(x0, ly - 11), (x0, ly + 3), (x0 + 22, ly + 3)], BLUE, opacity=0.9)
-    svg.text(x0 + 30, ly, "diagonal: keys after the query set to −∞ (scale_and_mask)", size=12)
+    svg.text(x0 + 30, ly, "diagonal: keys after the query set to −∞ (scores<true>, the only masked code)", size=12)
     ly += 22
     svg.rect(x0, ly - 11, 22, 14, "url(#skipped)", stroke="#ccc", width=1)
-    svg.text(x0 + 30, ly, "skipped: above the diagonal, never loaded, never computed", size=12)
+    svg.text(x0 + 30, ly, "skipped: above the diagonal, not computed (not loaded, past the block's rows)", size=12)
     ly += 30
-    for line in ("One block per 64 queries of one (batch, head): grid (T/64, B·NH),",
-                 "blockIdx.y = (batch, head). q_tile = gridDim.x − 1 − blockIdx.x: within one",
-                 "(batch, head) the longest row gets the lowest blockIdx.x. Blocks are",
-                 "usually started x fastest (CUDA promises no order), so all rows of head 0",
-                 "go before head 1's: long and short rows alternate across the grid.",
-                 "Each block walks its row left to right (→), key tile 0 up to its own."):
+    for line in (f"One block per {QUERY_ROWS} queries of one (batch, head), outlined: grid",
+                 f"(T/{QUERY_ROWS}, B·NH), blockIdx.y = (batch, head), {WARPS} warps of {ROWS_PER_WARP} rows. "
+                 "Within",
+                 "one (batch, head) the longest rows get the lowest blockIdx.x. Blocks are",
+                 "usually started x fastest (CUDA promises no order), so long and short rows",
+                 "alternate across the grid. The warps walk their rows left to right (→), key",
+                 "tile 0 up to their own; a warp skips the tiles past its last query, which",
+                 "the block loads for its other warps."):
         svg.text(x0, ly, line, size=12, colour="#333")
         ly += 18
 
@@ -159,8 +179,8 @@ def one_block(svg):
     """Right: one block while it works on key tile j: what lives where."""
     x0, x1 = 560, 1096
     svg.text(x0, 90, "One block, at key tile j", size=14, weight="bold")
-    svg.text(x0, 108, f"{32 * WARPS} threads = {WARPS} warps; warp w owns query rows 16w to 16w + 15",
-             size=12, colour=MUTED)
+    svg.text(x0, 108, f"{32 * WARPS} threads = {WARPS} warps; warp w owns query rows {ROWS_PER_WARP}w to "
+             f"{ROWS_PER_WARP}w + {ROWS_PER_WARP - 1} of the block's {QUERY_ROWS}", size=12, colour=MUTED)
 
     # Global memory.
     top = 120
@@ -173,10 +193,10 @@ def one_block(svg):
 
     # Global -> shared: cp.async.
     arrow(svg, x0 + 60, top + 62, x0 + 60, top + 100)
-    svg.text(x0 + 72, top + 80, "cp.async, 16 bytes at a time: tile j + 1 loads while tile j is computed on",
-             size=11, colour="#333")
-    svg.text(x0 + 72, top + 95, "(q once, at the start, through k_s[1] on its way to the registers)",
-             size=11, colour=MUTED)
+    svg.text(x0 + 72, top + 80, "cp.async, 16 bytes at a time, k and v in groups of their own: k of j + 1 "
+             "loads during", size=11, colour="#333")
+    svg.text(x0 + 72, top + 95, "q·kᵀ of j, v of j + 1 during p·v of j (q once, at the start, through both v "
+             "buffers)", size=11, colour=MUTED)
 
     # Shared memory: k and v, two buffers each, rows of 64 + 8 bf16.
     top = 222
@@ -217,8 +237,8 @@ def one_block(svg):
     top = 406
     svg.rect(x0, top, x1 - x0, 184, "#f5f8fc", stroke="#bbb")
     svg.text(x0 + 10, top + 18, "registers", size=12, weight="bold")
-    svg.text(x0 + 80, top + 18, "each warp its own 16 rows; mma.sync.m16n8k16: bf16 in, fp32 sums", size=11,
-             colour="#333")
+    svg.text(x0 + 80, top + 18, f"each warp its own {ROWS_PER_WARP} rows, two m16n8k16 groups: bf16 in, "
+             "fp32 sums", size=11, colour="#333")
     qx, sx, ox, w = x0 + 88, x0 + 244, x0 + 400, 112
     hy = top + 38
     svg.text(qx + w / 2, hy, "q: loaded once", size=10, anchor="middle", colour=MUTED)
@@ -228,13 +248,13 @@ def one_block(svg):
         y = top + 46 + wi * 30
         svg.text(x0 + 12, y + 15, f"warp {wi}", size=11, weight="bold")
         svg.rect(qx, y, w, 22, BLUE, opacity=0.9)
-        svg.text(qx + w / 2, y + 15, f"q  16 × {HS} bf16", size=10, anchor="middle", colour="white")
+        svg.text(qx + w / 2, y + 15, f"q  {ROWS_PER_WARP} × {HS} bf16", size=10, anchor="middle", colour="white")
         svg.text((qx + w + sx) / 2, y + 15, "· kᵀ →", size=11, anchor="middle", colour="#333")
         svg.rect(sx, y, w, 22, PURPLE, opacity=0.9)
-        svg.text(sx + w / 2, y + 15, f"s  16 × {TILE} fp32", size=10, anchor="middle", colour="white")
+        svg.text(sx + w / 2, y + 15, f"s  {ROWS_PER_WARP} × {TILE} fp32", size=10, anchor="middle", colour="white")
         svg.text((sx + w + ox) / 2, y + 15, "· v →", size=11, anchor="middle", colour="#333")
         svg.rect(ox, y, w, 22, YELLOW, opacity=0.9)
-        svg.text(ox + w / 2, y + 15, f"o  16 × {HS} fp32", size=10, anchor="middle", colour="#222")
+        svg.text(ox + w / 2, y + 15, f"o  {ROWS_PER_WARP} × {HS} fp32", size=10, anchor="middle", colour="#222")
     svg.text(x0 + 10, top + 170, "s becomes p (online softmax) and feeds the second product without leaving "
              "the registers.", size=11, colour="#333")
     svg.text(x0, top + 206, "After the last tile: out = o / ℓ (bf16) and lse = m + log ℓ go to global memory.",
@@ -245,7 +265,8 @@ def attention_tiles(path):
     W, H = 1120, 690
     svg = Svg(W, H)
     defs(svg)
-    svg.text(24, 30, f"The tiles of flash attention (stage 03), T = {T}: {TILE} queries × {TILE} keys per tile",
+    svg.text(24, 30, f"The tiles of flash attention (stage 03), T = {T}: blocks of {QUERY_ROWS} queries, tiles of "
+             f"{TILE} × {TILE}",
              size=17, weight="bold")
     svg.text(24, 50, "left: the causal scores of one (batch, head) and the blocks that compute them; "
              "right: where one block keeps its operands", size=12, colour=MUTED)
@@ -258,7 +279,7 @@ def attention_tiles(path):
 # ----------------------------------------------------------------------------------------------
 # mma_fragments.svg
 
-# The fragment layout as flash_attention.cuh states it above mma_bf16 (PTX ISA, "Matrix fragments
+# The fragment layout as tensor_cores.cuh states it at its top (PTX ISA, "Matrix fragments
 # for mma.m16n8k16"). The figure draws these three lines; if the comment changes, so must this.
 FRAGMENT_COMMENT = (
     "//   A  4 registers of 2 bf16: (row g, cols 2c, 2c+1), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..)",
@@ -269,8 +290,8 @@ LANE = 5  # the lane the figure follows
 
 
 def fragment_comment_found(root):
-    """Whether flash_attention.cuh still states the layout in the words this figure draws."""
-    lines = [line.strip() for line in (root / FLASH_SOURCE).read_text(encoding="utf-8").split("\n")]
+    """Whether tensor_cores.cuh still states the layout in the words this figure draws."""
+    lines = [line.strip() for line in (root / TENSOR_CORES_SOURCE).read_text(encoding="utf-8").split("\n")]
     return all(line.strip() in lines for line in FRAGMENT_COMMENT)
 
 
@@ -356,7 +377,7 @@ def mma_fragments(path):
     svg.text(24, 50, "Each cell: the lane (0-31) of the warp that holds the element, and which of its registers "
              "(tint). Lane = 4g + c, with g = lane / 4 and c = lane % 4.", size=12, colour=MUTED)
     svg.text(24, 67, "Row and column numbers are the element's within the operand. Source: PTX ISA, "
-             "\"Matrix fragments for mma.m16n8k16\"; the comment above mma_bf16 in flash_attention.cuh.",
+             "\"Matrix fragments for mma.m16n8k16\"; the comment at the top of tensor_cores.cuh.",
              size=12, colour=MUTED)
 
     cell = 28
@@ -463,14 +484,14 @@ def main():
     root = args.root.resolve()
 
     constants = kernel_constants(root)
-    drawn = {"kTile": TILE, "kWarps": WARPS, "kPad": PAD}
+    drawn = {"kQueryRows": QUERY_ROWS, "kTile": TILE, "kPad": PAD, "rows per warp": ROWS_PER_WARP}
     if constants != drawn:
         print(f"figures.py: {FLASH_SOURCE} has {constants}, attention_tiles.svg draws {drawn}: "
               "update tests/docs/figures.py", file=sys.stderr)
         return 1
 
     if not fragment_comment_found(root):
-        print(f"figures.py: the fragment layout stated above mma_bf16 in {FLASH_SOURCE} is not the one "
+        print(f"figures.py: the fragment layout stated at the top of {TENSOR_CORES_SOURCE} is not the one "
               "mma_fragments.svg draws: update tests/docs/figures.py", file=sys.stderr)
         return 1
 

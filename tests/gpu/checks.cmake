@@ -3,6 +3,8 @@
 #
 #   memcheck.stageNN, racecheck.stageNN     label "sanitizer": the kernel, slot and matmul tests
 #                                           under compute-sanitizer (registered where it is found)
+#   flash_attention_registers               not a test: a build target of stage 03 that fails on a
+#                                           register spill in its attention (gpt_add_register_check)
 #   workshop.expect.stageNN.<exercise>      label "workshop_expect", only in a workshop build
 #                                           configured with GPT_WORKSHOP_EXPECT=ON: every test
 #                                           of the exercise fails with the stub, naming it
@@ -14,7 +16,9 @@ option(GPT_WORKSHOP_EXPECT "In a workshop build, add tests that each exercise's 
 
 # The tests that run under the sanitizers: every test of small kernels. Model.* trains a model
 # and would take many minutes under racecheck.
-set(GPT_SANITIZED_TESTS "Kernels.*:Slots.*:Matmul.*")
+# Kernels.AttentionLongSequences is T = 2048 and 4096: minutes under racecheck, for kernels the
+# other attention tests run under it at T up to 1024.
+set(GPT_SANITIZED_TESTS "Kernels.*:Slots.*:Matmul.*-Kernels.AttentionLongSequences")
 
 function(gpt_add_sanitizer_tests num)
   if(NOT GPT_COMPUTE_SANITIZER OR GPT_WORKSHOP)
@@ -32,6 +36,18 @@ function(gpt_add_sanitizer_tests num)
       FAIL_REGULAR_EXPRESSION "0 tests from 0 test suites ran"
       SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
   endforeach()
+endfunction()
+
+# gpt_add_register_check(<target>): tests/gpu/flash_attention_registers.cu, every kernel of stage 03's
+# attention compiled with ptxas printing its registers and failing on a spill, for the stage's
+# architectures; <target> (train_03) depends on it, so that a spill stops the stage's build.
+function(gpt_add_register_check target)
+  add_library(flash_attention_registers OBJECT ${PROJECT_SOURCE_DIR}/tests/gpu/flash_attention_registers.cu)
+  target_link_libraries(flash_attention_registers PRIVATE gpt_cuda)
+  target_include_directories(flash_attention_registers PRIVATE ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(flash_attention_registers PRIVATE
+                         $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v,-warn-spills,-Werror>)
+  add_dependencies(${target} flash_attention_registers)
 endfunction()
 
 # gpt_workshop_exercise_table(<stage dir> <exercises> <out var>): C++ initialisers

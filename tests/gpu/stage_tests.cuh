@@ -49,6 +49,7 @@
 #include "testing/place_in_group.h"
 #include "testing/reference_case.h"
 #include "testing/reference_run.h"
+#include "bench/attention_variants.h"
 #include "gpu/thread_communicator.cuh"
 #include "testing/tolerance.h"
 #include "train/gpt.h"
@@ -463,33 +464,37 @@ Vec qkv_part(const Vec& qkv, size_t rows, int C, int part) {
     return out;
 }
 
+// The forward of one case against the CPU: the output and, where the op saves it, the log-sum-exp.
+template <class Attention = TestStage::Attention>
+void check_attention_forward(StageContext& ctx, Rng& rng, const AttentionCase& s) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
+                                    << " (head size " << s.head_size() << ")");
+    const size_t BTC = size_t(s.B) * s.T * s.C;
+    const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
+    Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T);
+    gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+
+    DeviceArray<Act> d_qkv(qkv), d_out(BTC);
+    DeviceScratch saved(Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+    DeviceScratch scratch(Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+    Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
+                                  scratch.data());
+    sync_and_check("Attention::forward");
+    EXPECT_TRUE(all_close("Attention::forward out", d_out.download(), out, kAttentionTol));
+    if constexpr (SavesLogSumExp<Attention>::value) {
+        // The log-sum-exp is computed in fp32 from bf16 products: an absolute error of a few
+        // bf16 steps of the largest score, which is what the attention tolerance allows.
+        Vec lse(size_t(s.B) * s.NH * s.T);
+        CUDA_CHECK(cudaMemcpy(lse.data(), saved.data(), lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        EXPECT_TRUE(all_close("Attention::forward log-sum-exp (saved)", lse,
+                              attention_log_sum_exp(qkv, s.B, s.T, s.C, s.NH), kAttentionTol));
+    }
+}
+
 TEST_F(Kernels, AttentionForward) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const AttentionCase& s : attention_cases<TestStage::Attention>()) {
-        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
-                                        << " (head size " << s.head_size() << ")");
-        const size_t BTC = size_t(s.B) * s.T * s.C;
-        const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
-        Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T);
-        gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-
-        DeviceArray<Act> d_qkv(qkv), d_out(BTC);
-        DeviceScratch saved(TestStage::Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-        DeviceScratch scratch(TestStage::Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-        TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
-                                      scratch.data());
-        sync_and_check("Attention::forward");
-        EXPECT_TRUE(all_close("Attention::forward out", d_out.download(), out, kAttentionTol));
-        if constexpr (SavesLogSumExp<TestStage::Attention>::value) {
-            // The log-sum-exp is computed in fp32 from bf16 products: an absolute error of a few
-            // bf16 steps of the largest score, which is what the attention tolerance allows.
-            Vec lse(size_t(s.B) * s.NH * s.T);
-            CUDA_CHECK(cudaMemcpy(lse.data(), saved.data(), lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
-            EXPECT_TRUE(all_close("Attention::forward log-sum-exp (saved)", lse,
-                                  attention_log_sum_exp(qkv, s.B, s.T, s.C, s.NH), kAttentionTol));
-        }
-    }
+    for (const AttentionCase& s : attention_cases<TestStage::Attention>()) check_attention_forward(ctx, rng, s);
 }
 
 // Text generation's attention over the key/value cache (common/cuda/cached_attention.cuh, the
@@ -514,40 +519,128 @@ TEST_F(Kernels, CachedAttention) {
     }
 }
 
+// The backward of one case against the CPU: dq, dk and dv, each on its own.
+template <class Attention = TestStage::Attention>
+void check_attention_backward(StageContext& ctx, Rng& rng, const AttentionCase& s) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
+                                    << " (head size " << s.head_size() << ")");
+    const size_t BTC = size_t(s.B) * s.T * s.C;
+    const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
+    const Vec dout = rounded<Act>(random_normal(rng, BTC));
+    Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T), dqkv_expected(3 * BTC);
+    gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+    gpt::cpu::attention_backward(dqkv_expected.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
+
+    // The backward reads what the stage's own forward saved.
+    DeviceArray<Act> d_qkv(qkv), d_out(BTC);
+    DeviceScratch saved(Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+    DeviceScratch scratch(Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+    Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
+                                  scratch.data());
+    sync_and_check("Attention::forward");
+    // Other ops use the scratch between forward and backward: the backward must not
+    // expect to find anything there.
+    scratch.fill_with_nan();
+
+    DeviceArray<Act> d_dout(dout), d_dqkv(3 * BTC);  // d_dqkv poisoned: it is overwritten
+    Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
+                                   s.B, s.T, s.C, s.NH, scratch.data());
+    sync_and_check("Attention::backward");
+    const Vec dqkv = d_dqkv.download();
+    const size_t rows = size_t(s.B) * s.T;
+    const char* names[3] = {"Attention::backward dq", "Attention::backward dk", "Attention::backward dv"};
+    for (int part = 0; part < 3; ++part)
+        EXPECT_TRUE(all_close(names[part], qkv_part(dqkv, rows, s.C, part), qkv_part(dqkv_expected, rows, s.C, part),
+                              kAttentionTol));
+}
+
 TEST_F(Kernels, AttentionBackward) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const AttentionCase& s : attention_cases<TestStage::Attention>()) {
-        SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
-                                        << " (head size " << s.head_size() << ")");
-        const size_t BTC = size_t(s.B) * s.T * s.C;
-        const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
-        const Vec dout = rounded<Act>(random_normal(rng, BTC));
-        Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T), dqkv_expected(3 * BTC);
-        gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-        gpt::cpu::attention_backward(dqkv_expected.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
+    for (const AttentionCase& s : attention_cases<TestStage::Attention>()) check_attention_backward(ctx, rng, s);
+}
 
-        // The backward reads what the stage's own forward saved.
-        DeviceArray<Act> d_qkv(qkv), d_out(BTC);
-        DeviceScratch saved(TestStage::Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-        DeviceScratch scratch(TestStage::Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-        TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
-                                      scratch.data());
-        sync_and_check("Attention::forward");
-        // Other ops use the scratch between forward and backward: the backward must not
-        // expect to find anything there.
+// Sequences longer than GPT-2's context, one sequence and one head of each head size the op
+// handles (stage 03: 16 and 32 blocks of 128 queries). Its own test, so that the sanitizers, which
+// run the other kernel tests (tests/gpu/checks.cmake), need not take minutes over it.
+TEST_F(Kernels, AttentionLongSequences) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    using HeadSizes = gpt::AttentionHeadSizes<TestStage::Attention>;
+    for (const int head_size : {16, 32, 64}) {
+        // Each head size a declaring op handles; GPT-2's 64 for the others (stages 00-02).
+        if (HeadSizes::kDeclared ? !HeadSizes::supports(head_size) : head_size != 64) continue;
+        for (const int T : {2048, 4096}) {
+            check_attention_forward(ctx, rng, {1, T, head_size, 1});
+            check_attention_backward(ctx, rng, {1, T, head_size, 1});
+        }
+    }
+}
+
+// The variants of the stage's attention that only the benchmark uses (tests/bench/attention_variants.cuh,
+// from stage 03 on: the kernels before FlashAttention-2's design, 16 rows per warp, a deterministic
+// dq): a comparison of their speed means something only if they compute the same thing. Each on
+// the cases of its head sizes at T = 1, 65, 1000 and 1024. A stage without variants checks nothing.
+TEST_F(Kernels, AttentionBenchmarkVariants) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    using Variants = typename gpt::bench::AttentionVariants<TestStage::Attention>::type;
+    if (std::tuple_size_v<Variants> == 0) std::cout << "[          ] this stage's attention has no benchmark variants\n";
+    std::apply(
+        [&](auto... variant) {
+            auto check = [&](auto op) {
+                using A = decltype(op);
+                SCOPED_TRACE(testing::Message() << "variant: " << A::label);
+                for (const AttentionCase& s : attention_cases<A>()) {
+                    if (s.T != 1 && s.T != 65 && s.T < 1000) continue;
+                    check_attention_forward<A>(ctx, rng, s);
+                    check_attention_backward<A>(ctx, rng, s);
+                }
+            };
+            (check(variant), ...);
+        },
+        Variants{});
+}
+
+// The backward twice on the same inputs, the scratch filled with NaN and the output poisoned
+// before each run: what the first run leaves behind (stage 03's fp32 sums of dq, which the backward
+// must set to 0 itself) must not change the second. Stage 03 adds dq's shares with atomic
+// additions, in whatever order the blocks run, so the two runs agree within the attention
+// tolerance, not bit for bit (docs/03_flash_attention.md, "The backward pass", says what a
+// deterministic dq costs); both must match the CPU.
+TEST_F(Kernels, AttentionBackwardRepeats) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    const AttentionCase s{2, 1000, 192, 3};  // GPT-2's head size of 64, which every stage handles
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
+    const size_t BTC = size_t(s.B) * s.T * s.C, rows = size_t(s.B) * s.T;
+    const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
+    const Vec dout = rounded<Act>(random_normal(rng, BTC));
+    Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T), dqkv_expected(3 * BTC);
+    gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+    gpt::cpu::attention_backward(dqkv_expected.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
+
+    DeviceArray<Act> d_qkv(qkv), d_out(BTC), d_dout(dout);
+    DeviceScratch saved(TestStage::Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+    DeviceScratch scratch(TestStage::Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
+    TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH, scratch.data());
+    sync_and_check("Attention::forward");
+    Vec runs[2];
+    for (Vec& dqkv : runs) {
         scratch.fill_with_nan();
-
-        DeviceArray<Act> d_dout(dout), d_dqkv(3 * BTC);  // d_dqkv poisoned: it is overwritten
+        DeviceArray<Act> d_dqkv(3 * BTC);  // poisoned
         TestStage::Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
                                        s.B, s.T, s.C, s.NH, scratch.data());
         sync_and_check("Attention::backward");
-        const Vec dqkv = d_dqkv.download();
-        const size_t rows = size_t(s.B) * s.T;
-        const char* names[3] = {"Attention::backward dq", "Attention::backward dk", "Attention::backward dv"};
-        for (int part = 0; part < 3; ++part)
-            EXPECT_TRUE(all_close(names[part], qkv_part(dqkv, rows, s.C, part), qkv_part(dqkv_expected, rows, s.C, part),
-                                  kAttentionTol));
+        dqkv = d_dqkv.download();
+    }
+    const char* names[3] = {"dq", "dk", "dv"};
+    for (int part = 0; part < 3; ++part) {
+        const Vec first = qkv_part(runs[0], rows, s.C, part), second = qkv_part(runs[1], rows, s.C, part);
+        EXPECT_TRUE(all_close(std::string("Attention::backward ") + names[part] + ", second run against the first",
+                              second, first, kAttentionTol));
+        EXPECT_TRUE(all_close(std::string("Attention::backward ") + names[part] + ", second run", second,
+                              qkv_part(dqkv_expected, rows, s.C, part), kAttentionTol));
     }
 }
 
