@@ -9,10 +9,15 @@
 //   deterministic dq                     the stage's forward; its backward without dq, which a kernel
 //                                        of its own then makes (before's): 7 products instead of 5,
 //                                        no atomic additions, the same bits on every run
+//
+// Included after the header of a stage from 03 on (bench_stage.cu.in, test_stage.cu.in), which
+// brings stage 03's flash_attention.cuh: from the stage's own tree, which in a workshop build is
+// the copy with the exercises stubbed (including the file here by its path in stages/ would bring
+// a second definition of every kernel).
 #pragma once
+#include <cmath>
 #include <tuple>
 
-#include "../../stages/03_flash_attention/flash_attention.cuh"
 #include "attention_variants.h"
 
 namespace gpt::stage03::before {

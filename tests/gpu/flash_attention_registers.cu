@@ -5,7 +5,7 @@
 // the stage's architectures, so the build log shows the registers of each kernel for sm_80 and
 // sm_90, and a spill on either stops the build.
 #include "../../stages/03_flash_attention/flash_attention.cuh"
-#include "bench/attention_variants.cuh"
+#include "bench/attention_variants.cuh"  // after the stage's kernels, as it expects
 
 namespace gpt {
 
