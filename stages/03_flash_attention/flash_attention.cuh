@@ -50,6 +50,7 @@ constexpr int kQueryRows = 128;       // queries per forward block
 constexpr int kTile = 64;             // keys per tile and per backward block; queries per backward tile
 constexpr int kTileCols = kTile / 8;  // 8-wide column tiles of a row group's 64 scores
 constexpr int kBackwardThreads = 128; // 4 warps of 16 keys
+static_assert(kBackwardThreads >= kTile, "the backward reads a tile's per-row numbers one row per thread");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
@@ -327,15 +328,20 @@ __global__ void flash_row_dot_kernel(float* dot, float* dq_sums, const bf16* out
     if (row < rows && i % kLanes == 0) dot[row] = sum;
 }
 
-// The per-row numbers of a query tile into shared memory: lse in log2 units and D. Rows past T get
-// lse = +inf, so that their probabilities are 0.
-__device__ inline void load_row_stats(float* lse_s, float* dot_s, const float* lse, const float* dot, int query0,
-                                      int T) {
-    for (int r = threadIdx.x; r < kTile; r += kBackwardThreads) {
-        const int query = query0 + r;
-        lse_s[r] = query < T ? lse[query] * kLog2e : INFINITY;
-        dot_s[r] = query < T ? dot[query] : 0.0f;
-    }
+// The per-row numbers of a query tile: lse in log2 units and D, one row per thread of the first 64.
+// Rows past T get lse = +inf, so that their probabilities are 0. Read from global memory into
+// registers first and written to shared memory later, so that the read's latency passes under the
+// products of the tile before.
+struct RowStats {
+    float lse, dot;
+};
+__device__ inline RowStats read_row_stats(const float* lse, const float* dot, int query0, int T) {
+    const int query = query0 + threadIdx.x;
+    if (threadIdx.x >= kTile || query >= T) return {INFINITY, 0.0f};
+    return {lse[query] * kLog2e, dot[query]};
+}
+__device__ inline void write_row_stats(float* lse_s, float* dot_s, RowStats stats) {
+    if (threadIdx.x < kTile) lse_s[threadIdx.x] = stats.lse, dot_s[threadIdx.x] = stats.dot;
 }
 
 // Pᵀ for the warp's 16 keys (rows, from key0) against a tile of 64 queries (columns, from query0),
@@ -429,7 +435,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
     load_rows_async<HS, kTile, kBackwardThreads>(q_s, head.q, stride, key0, T);
     load_rows_async<HS, kTile, kBackwardThreads>(do_s, dO, C, key0, T);
     cp_async_commit();
-    load_row_stats(lse_s, dot_s, lse, dot, key0, T);
+    write_row_stats(lse_s, dot_s, read_row_stats(lse, dot, key0, T));
     cp_async_wait<0>();
     __syncthreads();
     uint32_t k_frag[1][HS / 16][4], v_frag[1][HS / 16][4];
@@ -442,10 +448,12 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
         const int buf = (q_tile - key_tile) % 2, next = 1 - buf, query0 = q_tile * kTile;
         const bf16 *q_tile_s = q_s + buf * kTile * LD, *do_tile_s = do_s + buf * kTile * LD;
         const float *lse_tile_s = lse_s + buf * kTile, *dot_tile_s = dot_s + buf * kTile;
-        if (q_tile + 1 < q_tiles) {  // the next tile loads while this one is computed on
+        const bool last = q_tile + 1 == q_tiles;
+        RowStats next_stats{};
+        if (!last) {  // the next tile loads while this one is computed on
             load_rows_async<HS, kTile, kBackwardThreads>(q_s + next * kTile * LD, head.q, stride, query0 + kTile, T);
             load_rows_async<HS, kTile, kBackwardThreads>(do_s + next * kTile * LD, dO, C, query0 + kTile, T);
-            load_row_stats(lse_s + next * kTile, dot_s + next * kTile, lse, dot, query0 + kTile, T);
+            next_stats = read_row_stats(lse, dot, query0 + kTile, T);
         }
         cp_async_commit();
         cp_async_wait<1>();  // everything but the tile just asked for
@@ -476,6 +484,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
             __syncthreads();
             add_dq<HS>(dq_sums, ds_s, k_s, query0, T);
         }
+        if (!last) write_row_stats(lse_s + next * kTile, dot_s + next * kTile, next_stats);
         __syncthreads();  // everyone is done with this tile's buffers (and dSᵀ) before they are loaded again
     }
 

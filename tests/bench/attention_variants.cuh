@@ -207,6 +207,17 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 
+// The per-row numbers of a query tile: lse in log2 units and D. Rows past T get lse = +inf, so
+// that their probabilities are 0.
+__device__ inline void load_row_stats(float* lse_s, float* dot_s, const float* lse, const float* dot, int query0,
+                                      int T) {
+    for (int r = threadIdx.x; r < kTile; r += kThreads) {
+        const int query = query0 + r;
+        lse_s[r] = query < T ? lse[query] * kLog2e : INFINITY;
+        dot_s[r] = query < T ? dot[query] : 0.0f;
+    }
+}
+
 // One block: 64 keys of one (batch, head), against query tiles from its own to the last. Each warp
 // owns 16 keys and computes the transposed products (keys as rows), so dk and dv stay in its
 // registers until the end.
@@ -400,6 +411,7 @@ struct FlashAttention16Rows : stage03::FlashAttentionWith<16> {
 
 struct FlashAttentionDeterministicDq : stage03::FlashAttention {
     static constexpr const char* label = "deterministic dq";
+    static constexpr bool kBitwiseRepeatable = true;  // no atomic additions: Kernels.AttentionBenchmarkVariants checks it
     // Scratch: D only; no fp32 sums of dq.
     static size_t scratch_bytes(size_t B, size_t T, size_t, size_t NH, size_t) { return B * NH * T * sizeof(float); }
 

@@ -291,6 +291,10 @@ class KernelBench {
             }
             if (bench_.planning_) bench_.planned_rows_ += static_cast<int>(rows_.size());
         }
+        // The file the op comes from, where it is not the policy's (a benchmark-only variant).
+        void set_source(const std::string& source) {
+            for (Row& row : rows_) row.source = source;
+        }
         Case(const Case&) = delete;
         Case& operator=(const Case&) = delete;
 
@@ -547,6 +551,7 @@ class KernelBench {
                "B=" + std::to_string(B) + " T=" + std::to_string(T) + " NH=" + std::to_string(NH) +
                    " HS=" + std::to_string(C / NH),
                B, {{"forward", cost::attention_forward(s)}, {"backward", cost::attention_backward(s)}});
+        if (*which) c.set_source(detail::where<A>());
         c.run([&] {
             const act_t* qkv = c.acts(3 * NC);
             act_t* out = c.acts(NC);

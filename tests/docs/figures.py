@@ -158,7 +158,7 @@ def score_matrix(svg):
     ly += 22
     polygon(svg, [(x0, ly - 11), (x0 + 22, ly - 11), (x0 + 22, ly + 3)], RED, opacity=0.22)
     polygon(svg, [(x0, ly - 11), (x0, ly + 3), (x0 + 22, ly + 3)], BLUE, opacity=0.9)
-    svg.text(x0 + 30, ly, "diagonal: keys after the query set to −∞ (scores<true>, the only masked code)", size=12)
+    svg.text(x0 + 30, ly, "diagonal: keys after the query set to −∞ (scores<true>)", size=12)
     ly += 22
     svg.rect(x0, ly - 11, 22, 14, "url(#skipped)", stroke="#ccc", width=1)
     svg.text(x0 + 30, ly, "skipped: above the diagonal, not computed (not loaded, past the block's rows)", size=12)
