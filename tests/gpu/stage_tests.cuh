@@ -465,30 +465,85 @@ Vec qkv_part(const Vec& qkv, size_t rows, int C, int part) {
     return out;
 }
 
+// One case of attention on the device: random inputs, rounded to the activation type so that the
+// CPU sees what the GPU sees, and the op's forward run on them. backward() runs the op's backward
+// on whatever the scratch then holds, into a poisoned output that it must write whole.
+template <class Attention>
+struct AttentionRun {
+    AttentionRun(StageContext& ctx, Rng& rng, const AttentionCase& c)
+        : s(c),
+          BTC(size_t(c.B) * c.T * c.C),
+          qkv(rounded<Act>(random_normal(rng, 3 * BTC))),
+          dout(rounded<Act>(random_normal(rng, BTC))),
+          d_qkv(qkv),
+          d_out(BTC),
+          d_dout(dout),
+          saved(Attention::saved_bytes(c.B, c.T, c.C, c.NH, sizeof(Act))),
+          scratch(Attention::scratch_bytes(c.B, c.T, c.C, c.NH, sizeof(Act))) {
+        Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH, scratch.data());
+        sync_and_check("Attention::forward");
+    }
+    std::vector<Act> backward(StageContext& ctx) {
+        DeviceArray<Act> d_dqkv(3 * BTC);
+        Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(), s.B, s.T,
+                            s.C, s.NH, scratch.data());
+        sync_and_check("Attention::backward");
+        return d_dqkv.download_raw();
+    }
+    // The CPU reference (fp32): the output and, with `backward`, dqkv for dout.
+    void expected(Vec& out, Vec* dqkv) const {
+        out.assign(BTC, 0.0f);
+        Vec att(size_t(s.B) * s.NH * s.T * s.T);
+        gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
+        if (dqkv) {
+            dqkv->assign(3 * BTC, 0.0f);
+            gpt::cpu::attention_backward(dqkv->data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
+        }
+    }
+
+    const AttentionCase s;
+    const size_t BTC;
+    const Vec qkv, dout;
+    DeviceArray<Act> d_qkv, d_out, d_dout;
+    DeviceScratch saved, scratch;
+};
+
+Vec as_floats(const std::vector<Act>& raw) {
+    Vec out(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) out[i] = gpt::test::element_to_float(raw[i]);
+    return out;
+}
+
+std::string case_name(const AttentionCase& s) {
+    return (testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH << " (head size "
+                               << s.head_size() << ")")
+        .GetString();
+}
+
+// dq, dk and dv of a backward, each on its own, against the CPU's.
+void expect_dqkv_close(const std::string& what, const Vec& dqkv, const Vec& expected, const AttentionCase& s) {
+    const size_t rows = size_t(s.B) * s.T;
+    const char* names[3] = {" dq", " dk", " dv"};
+    for (int part = 0; part < 3; ++part)
+        EXPECT_TRUE(all_close(what + names[part], qkv_part(dqkv, rows, s.C, part),
+                              qkv_part(expected, rows, s.C, part), kAttentionTol));
+}
+
 // The forward of one case against the CPU: the output and, where the op saves it, the log-sum-exp.
 template <class Attention = TestStage::Attention>
 void check_attention_forward(StageContext& ctx, Rng& rng, const AttentionCase& s) {
-    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
-                                    << " (head size " << s.head_size() << ")");
-    const size_t BTC = size_t(s.B) * s.T * s.C;
-    const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
-    Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T);
-    gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-
-    DeviceArray<Act> d_qkv(qkv), d_out(BTC);
-    DeviceScratch saved(Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    DeviceScratch scratch(Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
-                                  scratch.data());
-    sync_and_check("Attention::forward");
-    EXPECT_TRUE(all_close("Attention::forward out", d_out.download(), out, kAttentionTol));
+    SCOPED_TRACE(case_name(s));
+    AttentionRun<Attention> run(ctx, rng, s);
+    Vec out;
+    run.expected(out, nullptr);
+    EXPECT_TRUE(all_close("Attention::forward out", run.d_out.download(), out, kAttentionTol));
     if constexpr (SavesLogSumExp<Attention>::value) {
         // The log-sum-exp is computed in fp32 from bf16 products: an absolute error of a few
         // bf16 steps of the largest score, which is what the attention tolerance allows.
         Vec lse(size_t(s.B) * s.NH * s.T);
-        CUDA_CHECK(cudaMemcpy(lse.data(), saved.data(), lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(lse.data(), run.saved.data(), lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
         EXPECT_TRUE(all_close("Attention::forward log-sum-exp (saved)", lse,
-                              attention_log_sum_exp(qkv, s.B, s.T, s.C, s.NH), kAttentionTol));
+                              attention_log_sum_exp(run.qkv, s.B, s.T, s.C, s.NH), kAttentionTol));
     }
 }
 
@@ -520,39 +575,17 @@ TEST_F(Kernels, CachedAttention) {
     }
 }
 
-// The backward of one case against the CPU: dq, dk and dv, each on its own.
+// The backward of one case against the CPU, reading what the op's own forward saved.
 template <class Attention = TestStage::Attention>
 void check_attention_backward(StageContext& ctx, Rng& rng, const AttentionCase& s) {
-    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH
-                                    << " (head size " << s.head_size() << ")");
-    const size_t BTC = size_t(s.B) * s.T * s.C;
-    const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
-    const Vec dout = rounded<Act>(random_normal(rng, BTC));
-    Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T), dqkv_expected(3 * BTC);
-    gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-    gpt::cpu::attention_backward(dqkv_expected.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
-
-    // The backward reads what the stage's own forward saved.
-    DeviceArray<Act> d_qkv(qkv), d_out(BTC);
-    DeviceScratch saved(Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    DeviceScratch scratch(Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH,
-                                  scratch.data());
-    sync_and_check("Attention::forward");
+    SCOPED_TRACE(case_name(s));
+    AttentionRun<Attention> run(ctx, rng, s);
+    Vec out, dqkv_expected;
+    run.expected(out, &dqkv_expected);
     // Other ops use the scratch between forward and backward: the backward must not
     // expect to find anything there.
-    scratch.fill_with_nan();
-
-    DeviceArray<Act> d_dout(dout), d_dqkv(3 * BTC);  // d_dqkv poisoned: it is overwritten
-    Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
-                                   s.B, s.T, s.C, s.NH, scratch.data());
-    sync_and_check("Attention::backward");
-    const Vec dqkv = d_dqkv.download();
-    const size_t rows = size_t(s.B) * s.T;
-    const char* names[3] = {"Attention::backward dq", "Attention::backward dk", "Attention::backward dv"};
-    for (int part = 0; part < 3; ++part)
-        EXPECT_TRUE(all_close(names[part], qkv_part(dqkv, rows, s.C, part), qkv_part(dqkv_expected, rows, s.C, part),
-                              kAttentionTol));
+    run.scratch.fill_with_nan();
+    expect_dqkv_close("Attention::backward", as_floats(run.backward(ctx)), dqkv_expected, s);
 }
 
 TEST_F(Kernels, AttentionBackward) {
@@ -595,26 +628,12 @@ struct BitwiseRepeatable<Attention, std::void_t<decltype(Attention::kBitwiseRepe
 template <class Attention>
 void check_backward_bit_for_bit(StageContext& ctx, Rng& rng) {
     const AttentionCase s{2, 1000, 192, 3};
-    SCOPED_TRACE(testing::Message() << "backward twice, bit for bit: B=" << s.B << " T=" << s.T << " C=" << s.C
-                                    << " NH=" << s.NH);
-    const size_t BTC = size_t(s.B) * s.T * s.C;
-    DeviceArray<Act> d_qkv(rounded<Act>(random_normal(rng, 3 * BTC))), d_out(BTC),
-        d_dout(rounded<Act>(random_normal(rng, BTC)));
-    DeviceScratch saved(Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    DeviceScratch scratch(Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH, scratch.data());
-    std::vector<Act> runs[2];
-    for (std::vector<Act>& dqkv : runs) {
-        DeviceArray<Act> d_dqkv(3 * BTC);
-        Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(), s.B, s.T,
-                            s.C, s.NH, scratch.data());
-        sync_and_check("Attention::backward");
-        dqkv = d_dqkv.download_raw();
-    }
+    SCOPED_TRACE("backward twice, bit for bit: " + case_name(s));
+    AttentionRun<Attention> run(ctx, rng, s);
+    const std::vector<Act> first = run.backward(ctx), second = run.backward(ctx);
     size_t differ = 0;
-    for (size_t i = 0; i < runs[0].size(); ++i)
-        differ += std::memcmp(&runs[0][i], &runs[1][i], sizeof(Act)) != 0;
-    EXPECT_EQ(differ, 0u) << differ << " of " << runs[0].size() << " elements of dqkv differ between two runs";
+    for (size_t i = 0; i < first.size(); ++i) differ += std::memcmp(&first[i], &second[i], sizeof(Act)) != 0;
+    EXPECT_EQ(differ, 0u) << differ << " of " << first.size() << " elements of dqkv differ between two runs";
 }
 
 // The variants of the stage's attention that only the benchmark uses (tests/bench/attention_variants.cuh,
@@ -653,36 +672,14 @@ TEST_F(Kernels, AttentionBackwardRepeats) {
     Rng rng(test_seed());
     StageContext ctx;
     const AttentionCase s{2, 1000, 192, 3};  // GPT-2's head size of 64, which every stage handles
-    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " NH=" << s.NH);
-    const size_t BTC = size_t(s.B) * s.T * s.C, rows = size_t(s.B) * s.T;
-    const Vec qkv = rounded<Act>(random_normal(rng, 3 * BTC));
-    const Vec dout = rounded<Act>(random_normal(rng, BTC));
-    Vec out(BTC), att(size_t(s.B) * s.NH * s.T * s.T), dqkv_expected(3 * BTC);
-    gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
-    gpt::cpu::attention_backward(dqkv_expected.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
-
-    DeviceArray<Act> d_qkv(qkv), d_out(BTC), d_dout(dout);
-    DeviceScratch saved(TestStage::Attention::saved_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    DeviceScratch scratch(TestStage::Attention::scratch_bytes(s.B, s.T, s.C, s.NH, sizeof(Act)));
-    TestStage::Attention::forward(ctx, d_out.data(), saved.data(), d_qkv.data(), s.B, s.T, s.C, s.NH, scratch.data());
-    sync_and_check("Attention::forward");
-    Vec runs[2];
-    scratch.fill_with_nan();
-    for (Vec& dqkv : runs) {
-        DeviceArray<Act> d_dqkv(3 * BTC);  // poisoned
-        TestStage::Attention::backward(ctx, d_dqkv.data(), d_dout.data(), d_qkv.data(), d_out.data(), saved.data(),
-                                       s.B, s.T, s.C, s.NH, scratch.data());
-        sync_and_check("Attention::backward");
-        dqkv = d_dqkv.download();
-    }
-    const char* names[3] = {"dq", "dk", "dv"};
-    for (int part = 0; part < 3; ++part) {
-        const Vec first = qkv_part(runs[0], rows, s.C, part), second = qkv_part(runs[1], rows, s.C, part);
-        EXPECT_TRUE(all_close(std::string("Attention::backward ") + names[part] + ", second run against the first",
-                              second, first, kAttentionTol));
-        EXPECT_TRUE(all_close(std::string("Attention::backward ") + names[part] + ", second run", second,
-                              qkv_part(dqkv_expected, rows, s.C, part), kAttentionTol));
-    }
+    SCOPED_TRACE(case_name(s));
+    AttentionRun<TestStage::Attention> run(ctx, rng, s);
+    Vec out, dqkv_expected;
+    run.expected(out, &dqkv_expected);
+    run.scratch.fill_with_nan();
+    const Vec first = as_floats(run.backward(ctx)), second = as_floats(run.backward(ctx));
+    expect_dqkv_close("Attention::backward, second run against the first", second, first, s);
+    expect_dqkv_close("Attention::backward, second run", second, dqkv_expected, s);
 }
 
 // The device memory one attention layer takes, forward and backward, at T and at 4T (GPT-2's
