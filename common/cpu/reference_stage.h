@@ -82,6 +82,9 @@ struct CpuBackend {
     static void copy_out_async(Context& ctx, U* host, const U* src, size_t n) { copy_out(ctx, host, src, n); }
     template <class U>
     static void copy(Context&, U* dst, const U* src, size_t n) { std::memcpy(dst, src, n * sizeof(U)); }
+    // The CPU ops always add their gradients: zero_grad() clears every one (train/gpt.h).
+    static constexpr bool kFirstBackwardWritesWeightGradients = false;
+    static void write_weight_gradients(Context&, bool) {}
     template <class U>
     static void fill_zero(Context&, U* p, size_t n) { std::memset(p, 0, n * sizeof(U)); }
     static void sum_into(Context&, double* out, const float* x, size_t n) {

@@ -13,6 +13,15 @@
 // 16 bytes and matrices 256 bytes apart, multiplied there, and the result is copied back.
 // Slower, but every shape works.
 //
+// The algorithm: cuBLASLt's heuristic ranks its kernels for a shape by a model of the GPU, and its
+// first choice is not always the fastest. The first call of a shape asks for up to kCandidates,
+// runs each a few times on the call's own operands and keeps the fastest for the rest of the run
+// (the trainer's warm-up step makes every first call, outside any recorded CUDA Graph). Trying an
+// algorithm writes C, so only a call that overwrites C (beta = 0) and does not read what it
+// writes is timed; a shape first met with beta != 0, or while a graph is recorded, keeps the
+// heuristic's first choice. The weight gradients qualify because a step's first backward writes
+// them with beta = 0 (train/gpt.h, zero_grad).
+//
 // Epilogues (stage 04): cuBLASLt can finish a product in the same kernel, before the result
 // leaves the chip: add a bias, apply GELU (keeping its input for backward), apply GELU's
 // derivative, or sum a bias gradient while it reads the operand. gemm() takes one as an
@@ -63,6 +72,15 @@ struct Epilogue {
     void* bias_grad = nullptr;   // kBGradB
     void* aux = nullptr;         // kGeluAuxBias (written), kDGelu (read)
     long long aux_ld = 0;        // elements between rows of aux
+
+    static Epilogue add_bias(const void* bias) { return {kBias, bias}; }
+    static Epilogue bias_then_gelu(const void* bias, void* pre, long long ld) {
+        return {kGeluAuxBias, bias, nullptr, pre, ld};
+    }
+    static Epilogue times_gelu_derivative(const void* pre, long long ld) {
+        return {kDGelu, nullptr, nullptr, const_cast<void*>(pre), ld};  // read, not written
+    }
+    static Epilogue bias_gradient(void* bias_grad) { return {kBGradB, nullptr, bias_grad}; }
 };
 
 namespace detail {
@@ -81,6 +99,20 @@ inline int alignment(const void* p, long long ld_elems, long long stride_elems, 
 }
 
 inline long long round_up(long long n, long long multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// The bytes [begin, end) that `count` row-major matrices of rows x cols span (rows ld elements
+// apart, matrices stride apart); empty for a null pointer.
+struct Span {
+    uintptr_t begin = 0, end = 0;
+    bool overlaps(const Span& o) const { return begin < o.end && o.begin < end; }
+};
+inline Span span(const void* p, long long rows, long long cols, long long ld, int count, long long stride,
+                 size_t elem) {
+    if (!p || rows <= 0 || cols <= 0) return {};
+    const long long last = (count > 1 ? (count - 1) * stride : 0) + (rows - 1) * ld + cols;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p);
+    return {begin, begin + uintptr_t(last) * elem};
+}
 
 // `count` row-major matrices of rows x cols, from one strided layout to another (rows `ld`
 // elements apart, matrices `stride` apart): one thread per element, grid-stride.
@@ -113,6 +145,8 @@ void copy_matrices(cudaStream_t stream, T* dst, long long dst_ld, long long dst_
 class GemmContext {
   public:
     static constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+    static constexpr int kCandidates = 8;  // algorithms asked of the heuristic and timed, per shape
+    static constexpr int kTimedRuns = 3;   // runs of each, after one untimed run (which loads its kernel)
 
     // The workspace is a DeviceBuffer, so the reported peak device memory includes it.
     GemmContext() : workspace_(kWorkspaceBytes) { CUBLAS_CHECK(cublasLtCreate(&handle_)); }
@@ -142,6 +176,38 @@ class GemmContext {
     // For tests: shapes first seen from now on run on padded copies, as if cuBLASLt had no
     // algorithm for them.
     void force_padded_copies(bool on) { force_padded_ = on; }
+    // For tests and the benchmark: shapes first seen from now on keep the heuristic's first
+    // choice (false) instead of the fastest of its candidates (true, the default), and
+    // faster_of() prefers its first way untimed.
+    void time_candidates(bool on) { time_candidates_ = on; }
+
+    // Which of two ways of doing one piece of a matmul's work is faster, timed the first time
+    // `what` is met and remembered for the rest of the run. Stage 04 asks whether a product with
+    // its epilogue beats the plain product and a separate kernel (stages/04_fused_kernels/
+    // matmul_epilogues.cuh), so that a slow epilogue never makes it slower than stage 03. Each
+    // way queues its work and returns false where it cannot run (an epilogue cuBLASLt has no
+    // algorithm for: nothing was queued). Timing runs each several times, so the caller says
+    // whether that is harmless (`repeatable`: every run leaves the results one run leaves);
+    // where it is not, or while a CUDA Graph is recorded, nothing is timed or remembered and
+    // the first way is preferred. Returns 0 for `first`, 1 for `second`; the caller runs it.
+    template <class First, class Second>
+    int faster_of(cudaStream_t stream, const std::string& what, bool repeatable, First&& first, Second&& second) {
+        for (const WayChoice& c : ways_)
+            if (c.what == what) return c.chosen;
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+        if (!repeatable || !time_candidates_ || capturing != cudaStreamCaptureStatusNone) return 0;
+        WayChoice c{what, {time_runs(stream, first), time_runs(stream, second)}, 0};
+        c.chosen = c.ms[0] < 0 || (c.ms[1] >= 0 && c.ms[1] < c.ms[0]) ? 1 : 0;
+        ways_.push_back(c);
+        return c.chosen;
+    }
+    struct WayChoice {
+        std::string what;
+        float ms[2];  // each way's mean time; -1: it cannot run
+        int chosen;
+    };
+    const std::vector<WayChoice>& way_choices() const { return ways_; }
     // Device memory held for padded copies (counted in MemoryStats, like every DeviceBuffer).
     size_t scratch_bytes() const {
         size_t total = 0;
@@ -153,8 +219,23 @@ class GemmContext {
         uint64_t numerical_impl = 0;  // cublasLtNumericalImplFlags_t (tensor cores? TF32 inputs?), 0: unknown
         bool padded = false;          // on padded copies
         bool unsupported = false;     // an epilogue cuBLASLt has no algorithm for: nothing runs
+        int candidates = 0;           // algorithms the heuristic offered (at most kCandidates)
+        int timed = 0;                // of those, how many were timed (0: the first was kept untimed)
+        int chosen = 0;               // the one in use, by the heuristic's rank (0: its first choice)
+        float ms_first = 0, ms_chosen = 0;  // mean time of a run of the first and of the chosen, when timed
     };
     const Algorithm& last_algorithm() const { return last_; }
+    // Every shape met so far, with what was chosen for it: the kernel benchmark reports them.
+    struct Choice {
+        std::string shape;  // "bf16 768x3072x16384 Aᵀ" and its epilogue
+        double flops = 0;   // 2·M·N·K·batch
+        Algorithm algorithm;
+    };
+    std::vector<Choice> choices() const {
+        std::vector<Choice> all;
+        for (const auto& [key, p] : plans_) all.push_back({p.shape, p.flops, p.info});
+        return all;
+    }
 
   private:
     // Everything the algorithm choice depends on.
@@ -170,7 +251,10 @@ class GemmContext {
         cublasLtMatmulDesc_t op = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
         cublasLtMatmulAlgo_t algo{};
+        std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's, best first; emptied once chosen
         Algorithm info;
+        std::string shape;  // for choices()
+        double flops = 0;
         unsigned char* scratch = nullptr;  // padded plans only
         Copy copy_a, copy_b, copy_c;
 
@@ -248,22 +332,73 @@ class GemmContext {
                 CUBLAS_CHECK(s);
             }
         }
-        cublasLtMatmulHeuristicResult_t result{};
+        cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
         int found = 0;
         // Not CUBLAS_CHECK: "no algorithm" may come back as an error status (NOT_SUPPORTED).
         const cublasStatus_t status =
-            cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, 1, &result, &found);
+            cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.c, p.c, pref, kCandidates, results, &found);
         cublasLtMatmulPreferenceDestroy(pref);
         if (status != CUBLAS_STATUS_SUCCESS) return status;
-        if (found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
-        p.algo = result.algo;
+        p.candidates.clear();
+        for (int i = 0; i < found; ++i)
+            if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
+        if (p.candidates.empty()) return CUBLAS_STATUS_NOT_SUPPORTED;
+        p.info.candidates = static_cast<int>(p.candidates.size());
+        use(p, 0);
+        return CUBLAS_STATUS_SUCCESS;
+    }
+
+    // Makes the heuristic's i-th candidate the plan's algorithm.
+    static void use(Plan& p, int i) {
+        p.algo = p.candidates[i];
+        p.info.chosen = i;
         uint64_t impl = 0;
         size_t written = 0;
         if (cublasLtMatmulAlgoCapGetAttribute(&p.algo, CUBLASLT_ALGO_CAP_NUMERICAL_IMPL_FLAGS, &impl, sizeof(impl),
                                               &written) != CUBLAS_STATUS_SUCCESS)
             impl = 0;
         p.info.numerical_impl = impl;
-        return CUBLAS_STATUS_SUCCESS;
+    }
+
+    // Times every candidate of p on this call's operands and keeps the fastest; run(algo) queues
+    // one product with that algorithm. One untimed run first: it loads the kernel and skips a
+    // candidate the library refuses at run time.
+    template <class Run>
+    void pick_fastest(Plan& p, cudaStream_t stream, Run&& run) {
+        int best = -1;
+        float best_ms = 0;
+        for (int i = 0; i < int(p.candidates.size()); ++i) {
+            const float ms = time_runs(stream, [&] { return run(p.candidates[i]) == CUBLAS_STATUS_SUCCESS; });
+            if (ms < 0) continue;
+            ++p.info.timed;
+            if (i == 0) p.info.ms_first = ms;
+            if (best < 0 || ms < best_ms) {
+                best = i;
+                best_ms = ms;
+            }
+        }
+        if (best < 0) best = 0;  // none ran: the first, which the real call then reports on
+        use(p, best);
+        p.info.ms_chosen = best_ms;
+    }
+
+    // The mean time in ms of one run of `run` (it queues work on `stream` and returns whether it
+    // could), over kTimedRuns after an untimed one that loads its kernels; -1 if it could not run.
+    template <class Run>
+    static float time_runs(cudaStream_t stream, Run&& run) {
+        if (!run()) return -1.0f;
+        cudaEvent_t start, stop;
+        CUDA_CHECK(cudaEventCreate(&start));
+        CUDA_CHECK(cudaEventCreate(&stop));
+        CUDA_CHECK(cudaEventRecord(start, stream));
+        for (int r = 0; r < kTimedRuns; ++r) run();
+        CUDA_CHECK(cudaEventRecord(stop, stream));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return ms / kTimedRuns;
     }
 
     // At least `bytes` of scratch. A larger area is added, never swapped in: a CUDA Graph
@@ -301,6 +436,42 @@ class GemmContext {
                 cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
     }
 
+    // Whether this call can run several times in a row without changing its result: it
+    // overwrites C (beta = 0), nothing it writes is something it reads, and no CUDA Graph is
+    // being recorded (timing waits for the device).
+    template <class T, class TC>
+    static bool repeatable(cudaStream_t stream, float beta, bool trans_a, bool trans_b, int M, int N, int K,
+                           const T* A, int lda, long long stride_a, const T* B, int ldb, long long stride_b,
+                           const TC* C, int ldc, long long stride_c, int batch, const Epilogue& e) {
+        if (beta != 0.0f) return false;
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing));
+        if (capturing != cudaStreamCaptureStatusNone) return false;
+        const detail::Span read[] = {
+            detail::span(A, trans_a ? K : M, trans_a ? M : K, lda, batch, stride_a, sizeof(T)),
+            detail::span(B, trans_b ? N : K, trans_b ? K : N, ldb, batch, stride_b, sizeof(T)),
+            detail::span(e.kind == Epilogue::kDGelu ? e.aux : nullptr, M, N, e.aux_ld, 1, 0, sizeof(TC)),
+            detail::span(e.bias, 1, N, N, 1, 0, sizeof(TC))};
+        const detail::Span written[] = {
+            detail::span(C, M, N, ldc, batch, stride_c, sizeof(TC)),
+            detail::span(e.kind == Epilogue::kGeluAuxBias ? e.aux : nullptr, M, N, e.aux_ld, 1, 0, sizeof(TC)),
+            detail::span(e.kind == Epilogue::kBGradB ? e.bias_grad : nullptr, 1, M, M, 1, 0, sizeof(TC))};
+        for (const detail::Span& w : written)
+            for (const detail::Span& r : read)
+                if (w.overlaps(r)) return false;
+        return true;
+    }
+
+    static const char* epilogue_name(Epilogue::Kind kind) {
+        switch (kind) {
+            case Epilogue::kBias: return " +bias";
+            case Epilogue::kGeluAuxBias: return " +bias+GELU";
+            case Epilogue::kDGelu: return " ·GELU'";
+            case Epilogue::kBGradB: return " +bias gradient";
+            default: return "";
+        }
+    }
+
     static std::string type_name(cudaDataType_t type, cublasComputeType_t compute) {
         if (type == CUDA_R_16BF) return "bf16";
         return compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "tf32" : "fp32";
@@ -312,6 +483,8 @@ class GemmContext {
     std::map<Key, Plan> plans_;
     std::set<std::string> reported_;  // notes already printed on stderr
     bool force_padded_ = false;
+    bool time_candidates_ = true;
+    std::vector<WayChoice> ways_;  // faster_of()'s answers
     Algorithm last_;
 };
 
@@ -394,6 +567,20 @@ bool GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
             }
             p.info.padded = true;
         }
+        p.shape = type + " " + shape() + (trans_a ? " Aᵀ" : "") + (trans_b ? " Bᵀ" : "") +
+                  epilogue_name(epilogue.kind);
+        p.flops = 2.0 * M * N * double(K) * batch;
+        auto run_with = [&](const cublasLtMatmulAlgo_t& algo) {
+            return cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &algo,
+                                  workspace_.data(), kWorkspaceBytes, stream);
+        };
+        if (!p.info.padded && !p.info.unsupported && p.candidates.size() > 1 && time_candidates_ &&
+            repeatable(stream, beta, trans_a, trans_b, M, N, K, A, lda, stride_a, B, ldb, stride_b, C, ldc, stride_c,
+                       batch, epilogue)) {
+            if (with_epilogue) set_epilogue_pointers(p, epilogue);
+            pick_fastest(p, stream, run_with);
+        }
+        p.candidates.clear();
         it = plans_.emplace(key, p).first;
     }
     Plan& p = it->second;

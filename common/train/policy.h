@@ -188,7 +188,10 @@ std::string describe_policy() {
     std::string s = std::string("policy     act_t ") + act_type_name<typename S::act_t>() + ", precision " +
                     precision_name(S::kPrecision) + ", vocabulary multiple " + std::to_string(S::kVocabMultiple) +
                     ", step capture " + (S::kCaptureStep ? "on (CUDA Graph)" : "off") + "\n";
-    if constexpr (S::kIsGpu) s += "gpu        " + describe_gpu_need(stage_gpu_need<S>()) + "\n";
+    if constexpr (S::kIsGpu) {
+        s += "gpu        " + describe_gpu_need(stage_gpu_need<S>()) + "\n";
+        s += "matmuls    " + S::matmul_algorithm() + "\n";
+    }
     for (const OpRow& row : op_table<S>()) {
         char line[512];
         std::snprintf(line, sizeof(line), "  %-19s %s\n", row.name.c_str(), row.where.c_str());

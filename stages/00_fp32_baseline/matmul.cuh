@@ -59,11 +59,13 @@ struct CublasMatmul {
         return ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, false, N, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
                              dinp, C, 1, 0, 0, 0, epilogue);
     }
+    // dweight += doutᵀ · inp, or dweight = doutᵀ · inp in a step's first backward (the context's
+    // weight_gradient_beta, common/cuda/backend.cuh): then the gradients need no zeroing first.
     template <class Act>
     static bool weight_gradient(CudaBackend::Context& ctx, float* dweight, const Act* dout, const Act* inp, int N,
-                                int C, int OC, const cuda::Epilogue& epilogue = {}) {  // dweight += doutᵀ · inp
-        return ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                             dweight, C, 1, 0, 0, 0, epilogue);
+                                int C, int OC, const cuda::Epilogue& epilogue = {}) {
+        return ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, true, false, OC, C, N, 1.0f, dout, OC, inp, C,
+                             ctx.weight_gradient_beta, dweight, C, 1, 0, 0, 0, epilogue);
     }
 };
 

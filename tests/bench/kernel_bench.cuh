@@ -245,6 +245,10 @@ class KernelBench {
     int run() {
         const auto start = std::chrono::steady_clock::now();
         ctx_ = std::make_unique<typename S::Context>(stage_tag<S>);
+        // Weight gradients written, not added: a step of one micro-batch, whose backward writes
+        // them (train/gpt.h, zero_grad). Their matmuls are then timed for the algorithm choice
+        // (common/cuda/gemm.cuh), as in the trainer.
+        S::write_weight_gradients(ctx(), true);
         print_banner();
         measure_ceilings();
         flush_ = std::make_unique<L2Flush>(stream());
@@ -256,6 +260,7 @@ class KernelBench {
             if (!options_.json.empty()) write_file("--json", options_.json, to_json(e.what()));
             throw;
         }
+        print_matmul_algorithms();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         int counts[3] = {0, 0, 0};  // ok, skipped, failed
         for (const Row& row : rows_) ++counts[row.status == "ok" ? 0 : row.status == "skipped" ? 1 : 2];
@@ -811,6 +816,75 @@ class KernelBench {
         rows_.push_back(row);
     }
 
+    // What the matmul library chose for each shape the ops met (common/cuda/gemm.cuh): the
+    // heuristic's first algorithm and the fastest of its candidates, as timed when the shape was
+    // first met (a few runs, the L2 cache not emptied: a rougher figure than the table's).
+    void print_matmul_algorithms() {
+        const auto choices = ctx().gemm.choices();
+        if (!choices.empty()) {
+            std::printf("\nmatmul algorithms, per shape (M x N x K): the heuristic's first choice and the fastest "
+                        "of its candidates,\ntimed when the shape was first met (%d runs each)\n",
+                        cuda::GemmContext::kTimedRuns);
+            std::printf("%-52s %6s %9s %8s %9s %8s %6s\n", "shape", "tried", "first ms", "TFLOP/s", "chosen ms",
+                        "TFLOP/s", "rank");
+            for (const auto& c : choices) {
+                const auto& a = c.algorithm;
+                if (a.timed == 0) {
+                    std::printf("%-52s %6d  the heuristic's first (%s)\n", c.shape.c_str(), a.candidates,
+                                a.padded        ? "padded copies"
+                                : a.unsupported ? "epilogue unsupported: separate kernels"
+                                : a.candidates <= 1 ? "the only candidate"
+                                                    : "first met adding to C or while recording: not timed");
+                    continue;
+                }
+                std::printf("%-52s %6d %9.4f %8.1f %9.4f %8.1f %6d\n", c.shape.c_str(), a.timed, a.ms_first,
+                            c.flops / (a.ms_first * 1e9), a.ms_chosen, c.flops / (a.ms_chosen * 1e9), a.chosen);
+            }
+        }
+        // Stage 04's epilogues against the plain product and a separate kernel (GemmContext::faster_of).
+        const auto& ways = ctx().gemm.way_choices();
+        if (!ways.empty()) {
+            std::printf("\nepilogue or separate kernel, timed when first met (ms; -: cuBLASLt has no such epilogue)\n");
+            std::printf("%-60s %9s %9s  %s\n", "op and shape", "epilogue", "separate", "kept");
+            for (const auto& w : ways) {
+                char fused[32] = "-", separate[32] = "-";
+                if (w.ms[0] >= 0) std::snprintf(fused, sizeof(fused), "%.4f", w.ms[0]);
+                if (w.ms[1] >= 0) std::snprintf(separate, sizeof(separate), "%.4f", w.ms[1]);
+                std::printf("%-60s %9s %9s  %s\n", w.what.c_str(), fused, separate,
+                            w.chosen == 0 ? "epilogue" : "separate");
+            }
+        }
+        std::fflush(stdout);
+    }
+
+    // The values of the JSON's keys matmul_algorithms and epilogue_or_separate.
+    std::string algorithm_choices_json() const {
+        std::string j = "[";
+        bool first = true;
+        for (const auto& c : ctx_->gemm.choices()) {
+            const auto& a = c.algorithm;
+            j += first ? "\n    {" : ",\n    {";
+            first = false;
+            j += "\"shape\": " + Logger::json_string(c.shape) + ", \"flops\": " + json_number(c.flops, "%.0f");
+            j += ", \"candidates\": " + std::to_string(a.candidates) + ", \"timed\": " + std::to_string(a.timed);
+            j += ", \"chosen_rank\": " + std::to_string(a.chosen) + ", \"padded\": " + (a.padded ? "true" : "false");
+            j += ", \"ms_first\": " + (a.timed ? json_number(a.ms_first) : std::string("null"));
+            j += ", \"ms_chosen\": " + (a.timed ? json_number(a.ms_chosen) : std::string("null")) + "}";
+        }
+        j += first ? "]" : "\n  ]";
+        j += ",\n  \"epilogue_or_separate\": [";
+        first = true;
+        for (const auto& w : ctx_->gemm.way_choices()) {
+            j += first ? "\n    {" : ",\n    {";
+            first = false;
+            j += "\"what\": " + Logger::json_string(w.what);
+            j += ", \"ms_epilogue\": " + (w.ms[0] >= 0 ? json_number(w.ms[0]) : std::string("null"));
+            j += ", \"ms_separate\": " + (w.ms[1] >= 0 ? json_number(w.ms[1]) : std::string("null"));
+            j += ", \"kept\": " + Logger::json_string(w.chosen == 0 ? "epilogue" : "separate") + "}";
+        }
+        return j + (first ? "]" : "\n  ]");
+    }
+
     std::string to_json(const std::string& error) const {
         std::string batches;
         for (int B : options_.batches) batches += (batches.empty() ? "" : ", ") + std::to_string(B);
@@ -835,6 +909,7 @@ class KernelBench {
         j += "  \"ceilings\": {\"iters\": " + std::to_string(kCeilingIters) +
              ", \"warmup\": " + std::to_string(kCeilingWarmup) + ",\n    \"copy\": " + bench::to_json(copy_) +
              ",\n    \"gemm\": " + bench::to_json(gemm_) + "},\n";
+        if (ctx_) j += "  \"matmul_algorithms\": " + algorithm_choices_json() + ",\n";
         j += "  \"rows\": [";
         for (size_t i = 0; i < rows_.size(); ++i) {
             const Row& r = rows_[i];

@@ -1416,6 +1416,76 @@ TEST_F(Matmul, EpiloguesMatchTheCpu) {
     }
 }
 
+// The algorithm a shape's first call chooses by timing its candidates (common/cuda/gemm.cuh)
+// computes what the heuristic's first choice computes, within the stage's matmul tolerance, and
+// the timing itself leaves no trace: it runs the product several times, so a call that adds to C
+// (beta != 0), or that writes what it reads, must not be timed, and one that is timed must write
+// the same results as one that is not. (Nor is a call that writes what it reads: not tested, as
+// such a product is undefined anyway.) Shapes of the model and an odd one, with and without a
+// bias epilogue, each checked against the CPU as well.
+TEST_F(Matmul, FastestAlgorithmMatchesTheHeuristicsFirst) {
+    using gpt::cuda::Epilogue;
+    Rng rng(test_seed());
+    const MatmulCase shapes[] = {{384, 256, 768}, {256, 1024, 256}, {131, 96, 200}};
+    const bool bf16 = std::is_same_v<Act, gpt::bf16>;
+    int timed_shapes = 0;
+    for (const MatmulCase& s : shapes) {
+        SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC);
+        const size_t NOC = size_t(s.N) * s.OC;
+        const MatmulInputs in(rng, s);
+        const Vec dout = rounded<Act>(random_normal(rng, NOC));
+        Vec product(NOC);  // inp · weightᵀ + bias
+        gpt::cpu::matmul_forward(product.data(), in.inp.data(), in.weight.data(), in.bias.data(), s.N, s.C, s.OC);
+        const MatmulBackwardExpected expected(rng, s, in, dout, false);
+        const DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias), d_dout(dout);
+
+        // Every call twice: by a context that times candidates and by one that keeps the first.
+        StageContext timing, first;
+        first.gemm.time_candidates(false);
+        auto forward = [&](StageContext& ctx, bool with_bias) {
+            DeviceArray<Act> d_out(NOC);  // poisoned
+            Epilogue e;
+            e.kind = with_bias ? Epilogue::kBias : Epilogue::kNone;
+            e.bias = with_bias ? d_bias.data() : nullptr;
+            const bool ran = ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, s.N, s.OC, s.C, 1.0f,
+                                           d_inp.data(), s.C, d_weight.data(), s.C, 0.0f, d_out.data(), s.OC, 1, 0,
+                                           0, 0, e);
+            sync_and_check("gemm");
+            return ran ? d_out.download() : Vec();
+        };
+        for (const bool with_bias : {false, true}) {
+            SCOPED_TRACE(with_bias ? "with a bias epilogue" : "plain product");
+            const Vec by_timing = forward(timing, with_bias), by_first = forward(first, with_bias);
+            const auto& chosen = timing.gemm.last_algorithm();
+            EXPECT_EQ(first.gemm.last_algorithm().timed, 0) << "time_candidates(false) timed candidates";
+            if (by_first.empty() || by_timing.empty()) {
+                EXPECT_EQ(by_first.empty(), by_timing.empty()) << "one context ran the epilogue, the other did not";
+                continue;  // no epilogue at this shape (Matmul.EpiloguesMatchTheCpu judges where one must exist)
+            }
+            if (chosen.candidates > 1 && !chosen.padded) {
+                EXPECT_GT(chosen.timed, 0) << "a call with beta = 0 was not timed";
+                ++timed_shapes;
+            }
+            Vec expected_out(NOC);
+            gpt::cpu::matmul_forward(expected_out.data(), in.inp.data(), in.weight.data(),
+                                     with_bias ? in.bias.data() : nullptr, s.N, s.C, s.OC);
+            EXPECT_TRUE(all_close("fastest vs the CPU", by_timing, expected_out, kMatmulTol));
+            EXPECT_TRUE(all_close("fastest vs the heuristic's first", by_timing, by_first, kMatmulTol));
+        }
+
+        // dweight += doutᵀ · inp: first met adding to C, so never timed, and added to once.
+        {
+            DeviceArray<float> d_dweight(expected.dweight_start);
+            timing.gemm.gemm(timing.stream, timing.matmul_compute, true, false, s.OC, s.C, s.N, 1.0f, d_dout.data(),
+                             s.OC, d_inp.data(), s.C, 1.0f, d_dweight.data(), s.C);
+            sync_and_check("gemm adding to C");
+            EXPECT_EQ(timing.gemm.last_algorithm().timed, 0) << "a call that adds to C was timed";
+            EXPECT_TRUE(all_close("dweight added to once", d_dweight.download(), expected.dweight, kMatmulTol));
+        }
+    }
+    if (bf16) EXPECT_GT(timed_shapes, 0) << "no shape had several candidates to time";
+}
+
 // ---- the whole model ------------------------------------------------------------------------------
 
 // One forward and backward of the reference case (tests/reference: the micro model on one
@@ -1647,6 +1717,42 @@ TEST_F(Model, GradientAccumulation) {
         step_accumulated[i] = r.accumulated.params[i] - c.params[i];
     }
     EXPECT_TRUE(gpt::test::rel_l2_close("update from accumulated gradients", step_accumulated, step_whole, tol));
+}
+
+// A step's first backward writes the matmuls' weight gradients (beta = 0) instead of adding them
+// to zeroed memory, and zero_grad() clears only the other gradients (train/gpt.h). So a backward
+// without zero_grad must still add (twice the gradients), and zero_grad then one backward must
+// leave no trace of what was there (once the gradients), tensor by tensor.
+TEST_F(Model, FirstBackwardWritesTheGradients) {
+    SCOPED_TRACE(model_trace());
+    const double tol = gpt::test::model_rel_l2(kPrecision);
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    gpt::GPT<TestStage> model(c.config, c.B, c.T);
+    model.set_parameters(c.params);
+    auto backward = [&](bool zero_grad_first) {
+        if (zero_grad_first) model.zero_grad();
+        model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+        model.backward(1.0f / float(c.B * c.T));
+        model.sync();
+        return model.gradients();
+    };
+    const Vec once = backward(true), twice = backward(false), again = backward(true);
+    const Vec reference = gpt::test::reference_step0<gpt::CpuReference>().grads;
+    const gpt::ParamLayout layout(c.config);
+    for (int t = 0; t < gpt::kNumParamTensors; ++t) {
+        const auto begin = layout.offset[t], end = begin + layout.size[t];
+        auto part = [&](const Vec& v, float factor) {
+            Vec p(v.begin() + begin, v.begin() + end);
+            for (float& x : p) x *= factor;
+            return p;
+        };
+        const std::string name = gpt::ParamLayout::name(t);
+        EXPECT_TRUE(gpt::test::rel_l2_close("first backward's gradient of " + name, part(once, 1), part(reference, 1),
+                                            tol));
+        EXPECT_TRUE(gpt::test::rel_l2_close("a second backward adds, " + name, part(twice, 1), part(once, 2), tol));
+        EXPECT_TRUE(gpt::test::rel_l2_close("zero_grad, then a backward over leftovers, " + name, part(again, 1),
+                                            part(once, 1), tol));
+    }
 }
 
 // The stage with the opposite kCaptureStep: a step recorded once as a CUDA Graph and replayed
