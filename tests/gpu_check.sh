@@ -24,9 +24,11 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
   kernels    bench_stageNN: every op forward and backward at GPT-2 124M shapes, JSON + table;
              tests/bench/step_breakdown.py: from those, where one step's time goes per stage;
              tests/bench/roofline.py: every op against the copy and GEMM roofs;
-             then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends
+             then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends;
+             then one step of PyTorch's "compile + vocab padded" under torch.profiler and
+             tests/bench/step_breakdown_vs_torch.py: stage 05 beside it (profile/)
   ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU;
-             the step breakdown again, with the ladder's ms/step beside its sums
+             the step breakdown and the stage 05 page again, with the ladder's ms/step
   curve      (not in `all`) write the PyTorch reference curve of GPT-2 124M on the default corpus
 
 options:
@@ -262,8 +264,44 @@ phase_kernels() {
     else
         bad=$((bad + 1)) && echo "  tests/bench/attention.py failed (logs/attention.log)"
     fi
+    # Stage 05 beside PyTorch's compiled step: one step of the ladder's "compile + vocab padded"
+    # entry under torch.profiler, then the page (a figure too: it fails nothing). An earlier run's
+    # profile and page go first: they must not be paired with this run's kernel benchmark.
+    rm -f "$OUT"/profile/torch_pad_profile.json "$OUT"/profile/stage05_vs_pytorch.{md,svg}
+    if [[ -f "$OUT/kernels/stage05.json" ]] && command -v "$PY" >/dev/null 2>&1; then
+        if ((DEADLINE - SECONDS < 150)); then
+            breakdown+="; no time left in the phase for the PyTorch profile"
+        elif ! profile_torch; then
+            breakdown+="; the PyTorch profile failed (logs/torch_profile.log)"
+        elif torch_page; then
+            breakdown+=", profile/stage05_vs_pytorch.md"
+        else
+            breakdown+="; step_breakdown_vs_torch.py reported a problem (logs/torch_page.log)"
+        fi
+    fi
     DETAIL="$done of $(($(wc -w <<< "$STAGES") + 1)) measured (stages, then attention.py), $bad failed; JSON in kernels/, attention/$breakdown"
     ((bad == 0)) && STATUS=PASS || STATUS=FAIL
+}
+
+# Stage 05 beside PyTorch (tests/bench/step_breakdown_vs_torch.py). profile_torch: the ladder's
+# PyTorch entry of stage 05 ("compile + vocab padded", --torch pad), 5 steps of warm-up (the first
+# compiles), then one step under torch.profiler: profile/torch_pad_profile.json (per-kernel GPU
+# times), its Chrome trace beside it, the run itself in profile/run/. About 80 s on an H100, most of
+# it torch.compile; stopped at the phase's end.
+profile_torch() {
+    # shellcheck disable=SC2207  # the arguments hold no spaces
+    local args=($(ladder_args profile/run) --stages none --torch pad --steps 5 --skip 3 --batch "$BATCH"
+        --no-ceilings --no-plot --timeout 240 --budget $((DEADLINE - SECONDS - 30))
+        --profile-step "$OUT/profile/torch_pad_profile.json")
+    mkdir -p "$OUT/profile"
+    (cd "$REPO" && SHOW=1 run "$LOGS/torch_profile.log" "$PY" "${args[@]}")
+}
+
+# torch_page [--ladder results.json]: the page profile/stage05_vs_pytorch.md and its figure.
+torch_page() {
+    (cd "$REPO" && SHOW=1 run "$LOGS/torch_page.log" "$PY" tests/bench/step_breakdown_vs_torch.py \
+        --kernels "$OUT/kernels/stage05.json" --profile "$OUT/profile/torch_pad_profile.json" --batch "$BATCH" \
+        --out "$OUT/profile/stage05_vs_pytorch.md" --svg "$OUT/profile/stage05_vs_pytorch.svg" "$@")
 }
 
 ladder_args() {
@@ -286,6 +324,10 @@ phase_ladder() {
         (cd "$REPO" && SHOW=1 run "$LOGS/step_breakdown.log" "$PY" tests/bench/step_breakdown.py --batch "$BATCH" \
             --out "$OUT/kernels/step_breakdown.svg" --ladder "$OUT/ladder/results.json" \
             "$OUT"/kernels/stage[0-9][0-9].json) && DETAIL+="; kernels/step_breakdown.svg beside the ladder"
+    fi
+    # The kernels phase's page of stage 05 beside PyTorch again, with both sides' ms/step.
+    if [[ -f "$OUT/ladder/results.json" && -f "$OUT/profile/torch_pad_profile.json" && -f "$OUT/kernels/stage05.json" ]]; then
+        torch_page --ladder "$OUT/ladder/results.json" && DETAIL+="; profile/stage05_vs_pytorch.md beside the ladder"
     fi
 }
 

@@ -160,6 +160,12 @@ def common_args(args, checkpoint_flag, checkpoint):
     return out
 
 
+def profile_trace_path(profile):
+    """Where --profile-step PATH keeps the profiler's Chrome trace: beside it, PATH less .json
+    plus .trace.json.gz."""
+    return (profile[:-5] if profile.endswith(".json") else profile) + ".trace.json.gz"
+
+
 def plan_entries(args, trainers, checkpoint, logs):
     entries = []
     if args.stages in ("all", "none"):
@@ -186,8 +192,10 @@ def plan_entries(args, trainers, checkpoint, logs):
         out = os.path.join(logs, f"torch_{key}.json")
         cmd = [args.python, REFERENCE] + common_args(args, "--checkpoint", checkpoint) + [
             "--device", "cuda"] + options + ["--warmup-steps-timing", str(args.skip), "--out", out]
+        if args.profile_step:  # one more step under torch.profiler (tests/bench/step_breakdown_vs_torch.py)
+            cmd += ["--profile-step", args.profile_step, "--profile-trace", profile_trace_path(args.profile_step)]
         entries.append({"kind": "torch", "stage": stage, "key": f"torch_{key}", "name": key, "short": short,
-                        "label": f"PyTorch {short}", "command": cmd, "output": out})
+                        "label": f"PyTorch {short}", "command": cmd, "output": out, "profile": args.profile_step})
     # C++ stage NN, then its PyTorch counterpart: a ladder cut short still has pairs.
     entries.sort(key=lambda e: (e["stage"], 0 if e["kind"] == "cpp" else 1))
     return entries
@@ -433,8 +441,9 @@ def run_entry(entry, args, index, count, limit, by_budget):
     what = "train_" + entry["name"] if entry["kind"] == "cpp" else entry["short"]
     print(f"[{index:2d}/{count}] stage {entry['stage']} {who} {what}", flush=True)
     entry["steps"] = args.steps
-    if os.path.exists(entry["output"]):
-        os.remove(entry["output"])  # an earlier run's output must not pass for this one's
+    for path in (entry["output"], entry.get("profile")):
+        if path and os.path.exists(path):
+            os.remove(path)  # an earlier run's output must not pass for this one's
     rc, status, wall = run_command(entry, limit, by_budget, args.grace, sys.stdout.isatty())
     if sys.stdout.isatty():
         sys.stdout.write("\r" + " " * 60 + "\r")
@@ -446,6 +455,8 @@ def run_entry(entry, args, index, count, limit, by_budget):
             status = "ok" if entry["losses"] else "failed"
             if not entry["losses"]:
                 entry["error"] = "the run wrote no steps"
+            elif entry.get("profile") and not os.path.exists(entry["profile"]):
+                status, entry["error"] = "failed", f"the run wrote no profile ({entry['profile']})"
         except (OSError, ValueError, KeyError) as exc:
             status, entry["error"] = "failed", f"cannot read {entry['output']}: {exc}"
     else:
@@ -760,6 +771,11 @@ def parse_args(argv):
     p.add_argument("--dry-run", action="store_true", help="print the commands only; run nothing")
     p.add_argument("--results-only", metavar="FILE",
                    help="re-render the table, CSV and plots from a results.json; run nothing")
+    p.add_argument("--profile-step", metavar="PATH",
+                   help="after its steps, the PyTorch entry (exactly one --torch configuration) runs one more step "
+                        "under torch.profiler and writes its per-kernel GPU times to PATH and the Chrome trace "
+                        "beside it (gpt2_reference.py --profile-step, --profile-trace); its timed steps are not "
+                        "affected. For tests/bench/step_breakdown_vs_torch.py")
     p.add_argument("--make-curve", metavar="PATH",
                    help="run only the PyTorch fp32 entry (stage 00's counterpart) and copy its JSON, the "
                         "reference loss curve, to PATH")
@@ -775,6 +791,13 @@ def parse_args(argv):
         p.error("--grace must not be negative")
     if args.budget is not None and args.budget <= 0:
         p.error("--budget must be positive")
+    if args.profile_step:
+        keys = [k for k, *_ in TORCH_CONFIGS]
+        chosen = keys if args.torch == "all" else [] if args.torch == "none" else args.torch.split(",")
+        if len(chosen) != 1 or args.make_curve or args.results_only:
+            p.error("--profile-step profiles one PyTorch entry: give exactly one --torch configuration "
+                    f"(one of {','.join(keys)})")
+        args.profile_step = os.path.abspath(args.profile_step)
     args.build = os.path.abspath(args.build)
     args.data = os.path.abspath(args.data)
     return args
@@ -925,6 +948,8 @@ def main(argv=None):
             print(f"  then copy {entries[0]['output']} to {os.path.abspath(args.make_curve)}")
         else:
             print(f"  outputs: {out_dir}/results.{{json,csv,md,txt}}, loss.svg, throughput.svg, logs/")
+        if args.profile_step:
+            print(f"  profile: {args.profile_step}, {profile_trace_path(args.profile_step)}")
         return 0
 
     # From here on, SIGTERM too stops the running entry's process group before the ladder ends.

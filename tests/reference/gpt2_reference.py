@@ -12,20 +12,26 @@ the C++ CPU reference and every GPU stage can be compared with it step by step:
 
 The model itself is in model.py, next to this file. The options --precision, --attention,
 --compile and --vocab-pad select the PyTorch counterpart of each C++ stage (see
-tests/reference/README.md).
+tests/reference/README.md). --profile-step PATH runs one more step after the run, under
+torch.profiler, and writes its per-kernel GPU times (profile_trace.py, next to this file).
 
 Exit codes: 0 success, 1 training failed (non-finite loss), 2 bad input or an option this
-PyTorch cannot do, 77 PyTorch is not installed (CTest reports the test as skipped).
+PyTorch cannot do (or the profiler failed), 77 PyTorch is not installed (CTest reports the test
+as skipped).
 """
 
 import argparse
 import contextlib
+import datetime
 import glob
+import gzip
 import json
 import math
 import os
 import platform
+import shutil
 import sys
+import tempfile
 import time
 
 try:
@@ -42,6 +48,7 @@ except ImportError as exc:
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from model import GPT, GPTConfig  # noqa: E402  (model.py, next to this file)
+import profile_trace  # noqa: E402  (next to this file; standard library only)
 
 PROG = "gpt2_reference"
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
@@ -427,6 +434,15 @@ def check_capabilities(args):
         raise InputError(f"--attention sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
     if args.compile and not hasattr(torch, "compile"):
         raise InputError(f"--compile needs PyTorch >= 2.0 (this is {torch.__version__})")
+    if args.profile_step:
+        try:
+            import torch.profiler as profiler
+        except ImportError:
+            profiler = None
+        if not all(hasattr(profiler, name) for name in ("profile", "ProfilerActivity", "record_function")):
+            raise InputError(f"--profile-step needs torch.profiler (PyTorch >= 1.8.1; this is {torch.__version__})")
+    if args.profile_trace and not args.profile_step:
+        raise InputError("--profile-trace keeps the trace of --profile-step: give both")
     if args.fused_adamw:
         import inspect
         if "fused" not in inspect.signature(torch.optim.AdamW).parameters or torch_major() < 2:
@@ -527,24 +543,35 @@ def train(args):
           f"attention {args.attention}{', compiled' if args.compile else ''}", flush=True)
 
     tokens_per_step = args.batch * args.seq
-    losses, norms, lrs, step_ms = [], [], [], []
-    for step in range(start, args.steps):
-        t0 = time.perf_counter()
-        x, y = loader.next_batch()
-        x, y = x.to(device), y.to(device)
+
+    def one_step(step, mark=lambda part: contextlib.nullcontext()):
+        """One training step, to the GPU's last kernel; mark(part) names its four parts for the
+        profiler (--profile-step), and costs nothing otherwise."""
+        with mark("data"):
+            x, y = loader.next_batch()
+            x, y = x.to(device), y.to(device)
         lr = learning_rate(step, args.steps, args.lr, args.warmup, args.min_lr_frac)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with autocast():
-            loss = run(x, y)
-        loss.backward()
+        with mark("forward"):
+            with autocast():
+                loss = run(x, y)
+        with mark("backward"):
+            loss.backward()
         if step == start and args.grads_out:
             write_raw_f32(args.grads_out, to_flat(model, lambda p: p.grad))
-        norm = clip_grad_norm(params, args.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        with mark("optimizer"):
+            norm = clip_grad_norm(params, args.grad_clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         if cuda:
             torch.cuda.synchronize(device)
+        return loss, norm, lr
+
+    losses, norms, lrs, step_ms = [], [], [], []
+    for step in range(start, args.steps):
+        t0 = time.perf_counter()
+        loss, norm, lr = one_step(step)
         ms = (time.perf_counter() - t0) * 1000.0
 
         loss_value, norm_value = loss.item(), norm.item()
@@ -566,24 +593,87 @@ def train(args):
     print(f"{PROG}: median {median:.0f} tok/s over {len(steady)} steps, final loss {losses[-1]:.6f}",
           flush=True)
 
+    settings = dict(vars(args))
+    settings.update(padded_vocab=model.padded_vocab, first_step=start, tokens_per_step=tokens_per_step)
+    about = {
+        "torch_version": torch.__version__,
+        "device": device.type,
+        "device_name": device_name(device),
+        "config": config_dict(cfg),
+        "settings": settings,
+    }
     if args.params_out:
         write_raw_f32(args.params_out, to_flat(model))
     if args.out:
-        settings = dict(vars(args))
-        settings.update(padded_vocab=model.padded_vocab, first_step=start, tokens_per_step=tokens_per_step)
-        write_json(args.out, {
-            "torch_version": torch.__version__,
-            "device": device.type,
-            "device_name": device_name(device),
-            "config": config_dict(cfg),
-            "settings": settings,
+        write_json(args.out, dict(about, **{
             "losses": losses,
             "grad_norms": [n if math.isfinite(n) else None for n in norms],  # JSON has no NaN
             "lrs": lrs,
             "step_ms": step_ms,
             "tokens_per_s_median": median,
             "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
-        })
+        }))
+    if args.profile_step:
+        # After everything above is written: the run's curve, times and parameters are those of
+        # --steps steps, and the profiled step is one more.
+        profile_one_step(args, one_step, args.steps, device, about, step_ms)
+
+
+def profile_one_step(args, one_step, step, device, about, step_ms):
+    """Step `step` (the one after the run) under torch.profiler; its kernels go to --profile-step."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda:
+        torch.cuda.synchronize(device)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            with profile(activities=activities, record_shapes=True) as prof:
+                t0 = time.perf_counter()
+                loss, _, _ = one_step(step, lambda part: record_function(profile_trace.PHASE_PREFIX + part))
+                wall_ms = (time.perf_counter() - t0) * 1000.0
+            trace = os.path.join(tmp, "trace.json")
+            prof.export_chrome_trace(trace)
+            events = profile_trace.load_trace(trace)
+            if args.profile_trace:
+                opener = gzip.open if args.profile_trace.endswith(".gz") else open
+                with open(trace, "rb") as src, opener(args.profile_trace + ".tmp", "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                os.replace(args.profile_trace + ".tmp", args.profile_trace)
+    except (RuntimeError, OSError, ValueError) as exc:
+        raise InputError(f"--profile-step: the profiler failed: {str(exc).splitlines()[0] if str(exc) else exc!r}") \
+            from None
+    loss_value = loss.item()
+    if not math.isfinite(loss_value):
+        print(f"{PROG}: error: non-finite loss ({loss_value}) at step {step} (the profiled step)", file=sys.stderr)
+        sys.exit(1)
+    summary = dict(about)
+    summary.update({
+        "program": "gpt2_reference.py --profile-step",
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "profiled_step": step,
+        "steps_before": len(step_ms),
+        "step_ms_median": median_of(step_ms[args.warmup_steps_timing:] or step_ms),
+        "profiled_step_wall_ms": wall_ms,
+        "loss": loss_value,
+        # The kept trace, relative to this file (it usually lies beside it).
+        "trace": os.path.relpath(os.path.abspath(args.profile_trace),
+                                 os.path.dirname(os.path.abspath(args.profile_step))) if args.profile_trace else None,
+    })
+    summary.update(profile_trace.summarise(events))
+    write_json(args.profile_step, summary)
+    t = summary["totals"]
+    note = "" if cuda else " (on the CPU: no GPU kernels to list)"
+    print(f"{PROG}: profiled step {step + 1}: {t['events']} GPU events, {t['gpu_ms']:.2f} ms of GPU time "
+          f"({t['gpu_busy_ms']:.2f} ms busy) in a {wall_ms:.2f} ms step under the profiler{note}; "
+          f"wrote {args.profile_step}", flush=True)
+
+
+def median_of(values):
+    v = sorted(values)
+    n = len(v)
+    return None if n == 0 else v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
 # ----------------------------------------------------------------------------------------
@@ -657,6 +747,12 @@ def parse_args(argv=None):
     g.add_argument("--params-out", metavar="PATH", help="final parameters, raw fp32 in the file layout")
     g.add_argument("--warmup-steps-timing", type=int, default=3, metavar="K",
                    help="steps left out of the tokens/s median (default 3)")
+    g.add_argument("--profile-step", metavar="PATH",
+                   help="after the run (--out, --params-out written first), one more step under torch.profiler "
+                        "(CPU and CUDA activity, shapes recorded): its per-kernel GPU times as JSON "
+                        "(profile_trace.py); the run's steps before it are the warm-up")
+    g.add_argument("--profile-trace", metavar="PATH",
+                   help="with --profile-step: also keep the profiler's Chrome trace (gzipped when PATH ends in .gz)")
     args = p.parse_args(argv)
 
     for name in ("batch", "seq", "steps", "vocab_pad"):

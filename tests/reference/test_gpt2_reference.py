@@ -443,6 +443,29 @@ class ReferenceTest(unittest.TestCase):
         os.mkdir(empty_dir)
         self.assert_one_line_error(["--checkpoint", ckpt, "--data", empty_dir, "--seq", 8], "no *_train_*.bin")
 
+    def test_profile_step(self):
+        # One more step after the run, under torch.profiler: the run's own results are those of
+        # --steps steps, and the profile names the step's four parts (on the CPU it lists no kernels).
+        params, ckpt, shard, _ = self.small_setup(seed=3)
+        plain = self.train(ckpt, shard, "--params-out", self.path("p0.bin"), steps=3)
+        profile, trace = self.path("profile.json"), self.path("profile.trace.json.gz")
+        res = self.train(ckpt, shard, "--params-out", self.path("p1.bin"), "--profile-step", profile,
+                         "--profile-trace", trace, steps=3)
+        self.assertEqual(res["losses"], plain["losses"])
+        np.testing.assert_array_equal(self.read_f32(self.path("p1.bin"), params.size),
+                                      self.read_f32(self.path("p0.bin"), params.size))
+        with open(profile) as f:
+            prof = json.load(f)
+        self.assertEqual((prof["profiled_step"], prof["steps_before"]), (3, 3))
+        self.assertEqual(sorted(prof["phases"]), ["backward", "data", "forward", "optimizer"])
+        self.assertTrue(all(p["wall_ms"] > 0 for p in prof["phases"].values()), prof["phases"])
+        self.assertEqual(prof["settings"]["batch"], 2)
+        self.assertEqual(prof["trace"], os.path.basename(trace))
+        self.assertTrue(math.isfinite(prof["loss"]))
+        if not torch.cuda.is_available():
+            self.assertEqual(prof["kernels"], [])
+        self.assertTrue(os.path.getsize(trace) > 0)
+
     def test_options_this_torch_lacks(self):
         _, ckpt, shard, _ = self.small_setup()
         common = ["--checkpoint", ckpt, "--data", shard, "--batch", 2, "--seq", 8, "--steps", 1]
@@ -451,6 +474,10 @@ class ReferenceTest(unittest.TestCase):
         if int(torch.__version__.split(".")[0]) < 2:
             self.assert_one_line_error(common + ["--attention", "sdpa"], "PyTorch >= 2.0")
             self.assert_one_line_error(common + ["--compile"], "PyTorch >= 2.0")
+            # stage 05's PyTorch counterpart, profiled: one line, not a traceback
+            self.assert_one_line_error(common + ["--compile", "--vocab-pad", "64", "--profile-step",
+                                                 self.path("p.json")], "--compile needs PyTorch >= 2.0")
+        self.assert_one_line_error(common + ["--profile-trace", self.path("t.json")], "--profile-step")
         self.assert_one_line_error(common + ["--batch", 0], "--batch")
         self.assert_one_line_error(["--data", shard], "--checkpoint")
 

@@ -12,7 +12,9 @@ them can be checked anywhere, with no GPU and no torch:
     denominator;
   - a --timeout, a spent --budget and Ctrl-C stop an entry's whole process group (SIGINT,
     then SIGKILL), the entries left are reported "not run", and the results are written;
-  - --dry-run needs nothing but the build tree's file names.
+  - --dry-run needs nothing but the build tree's file names;
+  - --profile-step passes the profile's options to its one PyTorch entry, and an entry that
+    wrote no profile has failed.
   - largest_batch.py takes the batch the trainer's refusal names, steps down after an
     out-of-memory failure, and runs the ladder at the batch that fits.
 
@@ -68,6 +70,14 @@ out = sys.argv[sys.argv.index("--out") + 1]
 with open(out, "w") as f:
     json.dump({"losses": [10.0, 9.0, 8.0], "step_ms": [20.0, 20.0, 20.0], "peak_memory_bytes": 99,
                "device_name": "Fake GPU", "torch_version": "fake"}, f)
+'''
+
+
+# The same, writing --profile-step's file too (what tests/bench/step_breakdown_vs_torch.py reads).
+FAKE_PROFILING_PYTHON = FAKE_PYTHON + '''\
+profile = sys.argv[sys.argv.index("--profile-step") + 1]
+with open(profile, "w") as f:
+    json.dump({"kernels": [], "trace": sys.argv[sys.argv.index("--profile-trace") + 1]}, f)
 '''
 
 
@@ -219,6 +229,24 @@ class LadderTest(Sandbox):
         self.assertIsNone(self.entries()["torch_fp32"]["mfu"])
         with open(os.path.join(self.out, "results.txt")) as f:
             self.assertIn("MFU: not reported (no C++ trainer", f.read())
+
+    def test_profile_step(self):
+        profile = os.path.join(self.dir, "profile", "torch_pad_profile.json")
+        os.makedirs(os.path.dirname(profile))
+        write_script(self.fake_python, FAKE_PROFILING_PYTHON)
+        self.ladder("--torch", "pad", "--stages", "none", "--profile-step", profile, expect=0)
+        e = self.entries()["torch_pad"]
+        self.assertEqual(e["status"], "ok")
+        self.assertEqual(e["command"][-4:], ["--profile-step", profile, "--profile-trace",
+                                             profile[:-5] + ".trace.json.gz"])
+        self.assertIn("--vocab-pad", e["command"])  # the ladder's own options of the entry, unchanged
+        write_script(self.fake_python, FAKE_PYTHON)  # a run that writes no profile has failed
+        self.ladder("--torch", "pad", "--stages", "none", "--profile-step", profile, expect=1)
+        self.assertIn("wrote no profile", self.entries()["torch_pad"]["error"])
+        self.assertFalse(os.path.exists(profile))  # the earlier run's profile does not pass for this one's
+        for torch in ("all", "none", "compile,pad"):  # one entry, one profile
+            proc, _ = self.ladder("--torch", torch, "--profile-step", profile, expect=2)
+            self.assertIn("give exactly one --torch configuration", proc.stderr)
 
     # -- stopping ------------------------------------------------------------------------------
 
