@@ -4,6 +4,8 @@
 #include <cuda_bf16.h>
 #include <library_types.h>
 
+#include <cstdint>
+
 #include "train/precision.h"
 
 namespace gpt {
@@ -41,6 +43,10 @@ template <class P, class T>
 __device__ inline void store_pack(T* row, int i, const P& p) {
     reinterpret_cast<P*>(row)[i] = p;
 }
+
+// Whether an array may be read and written in 16-byte packs from p on. (A null pointer, an
+// operand a kernel does not use, counts as aligned.)
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The cuBLAS name of each type.
 template <class T>

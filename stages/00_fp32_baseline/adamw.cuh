@@ -10,16 +10,27 @@
 
 namespace gpt::stage00 {
 
+// AdamW's correction of a moment's bias towards 0 after t steps, 1 - beta^t: the same for every
+// parameter of a step (stage 04's kernel, many parameters a thread, computes it once per thread).
+__device__ inline float bias_correction(float beta, int t) { return 1.0f - powf(beta, static_cast<float>(t)); }
+
 // torch.optim.AdamW for one parameter, as in docs/formats.md: updates m and v in place and
-// returns the new value of the (fp32 master) weight. g is the gradient after clipping.
-__device__ inline float adamw_element(float p, float g, float& m, float& v, float lr, int t,
+// returns the new value of the (fp32 master) weight. g is the gradient after clipping; bias1 and
+// bias2 are the bias corrections of the two moments at this step. The multiply-adds are spelled
+// out as fmaf: left to the compiler, a·b + c·d may become fma(a, b, c·d) in one kernel and
+// fma(c, d, a·b) in another, and the kernels sharing this function would differ in the last bit.
+__device__ inline float adamw_element(float p, float g, float& m, float& v, float lr, float bias1, float bias2,
                                       const AdamWSettings& s) {
-    const float bias1 = 1.0f - powf(s.beta1, static_cast<float>(t));
-    const float bias2 = 1.0f - powf(s.beta2, static_cast<float>(t));
-    p -= lr * s.weight_decay * p;  // decoupled weight decay
-    m = s.beta1 * m + (1.0f - s.beta1) * g;
-    v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+    p = fmaf(-lr * s.weight_decay, p, p);            // p - lr·wd·p: decoupled weight decay
+    m = fmaf(s.beta1, m, (1.0f - s.beta1) * g);      // beta1·m + (1 - beta1)·g
+    v = fmaf(s.beta2, v, (1.0f - s.beta2) * g * g);  // beta2·v + (1 - beta2)·g²
     return p - lr * (m / bias1) / (sqrtf(v / bias2) + s.eps);
+}
+
+// The same at step t, with the bias corrections worked out for this one parameter (a thread per
+// parameter, stages 00-03).
+__device__ inline float adamw_element(float p, float g, float& m, float& v, float lr, int t, const AdamWSettings& s) {
+    return adamw_element(p, g, m, v, lr, bias_correction(s.beta1, t), bias_correction(s.beta2, t), s);
 }
 
 // The factor that clips this step's gradients, from their sum of squares on the device.

@@ -13,8 +13,12 @@
 //             saved (25 MB per call for d12 in bf16 at B·T = 16384), and one launch.
 //   backward  unfused: the input gradient reads dout, x and dinp and writes dinp (4·a·N·C), then
 //             the parameter gradients read dout and x from memory again (2·a·N·C). Fused: one
-//             kernel sums dweight and dbias on its way through the rows, 4·a·N·C (its second
-//             look at a row comes from the L1/L2 cache, not from memory).
+//             kernel sums dweight and dbias on its way through the rows, 4·a·N·C. A lane keeps
+//             its packs of x and dout in registers from its first pass over a row to the second
+//             (rows up to 768 wide in bf16), so the kernel reads each of them once; a longer row
+//             is read again, from the L1/L2 cache. Predicted, not measured: within 15% of the
+//             copy bandwidth for its bytes (101 MB per call at C = 768, B·T = 16384: 0.033 ms at
+//             the 3,012 GB/s of docs/results/2026-11-23_h100, at most 0.039 ms).
 //
 // The arithmetic is stage 00's: mean first, then the mean of squared deviations (biased), in
 // float, eps = stage00::kLayerNormEps; the backward ADDS into dinp, dweight and dbias.
@@ -24,7 +28,6 @@
 //                                                                                      a block many rows
 #pragma once
 #include <algorithm>
-#include <cstdint>
 #include <string>
 
 #include "../00_fp32_baseline/layernorm.cuh"  // kLayerNormEps
@@ -36,12 +39,16 @@ namespace gpt::stage04 {
 
 constexpr int kWarps = 8;  // warps per block; in the forward, rows per block
 constexpr int kThreads = 32 * kWarps;
-// Packs (16 bytes when vectorised) per lane held in registers across a kernel's passes: the
-// forward keeps its row there (C up to 1024 in bf16, 512 in float; longer rows are read again),
-// the backward the per-column sums of dweight and dbias (2·kVec floats a pack: 64 registers in
-// bf16). More costs occupancy for little (ptxas -v: about 100 registers for the backward).
+// Packs (16 bytes when vectorised) per lane held in registers across a kernel's passes. The
+// forward keeps its row there (C up to 1024 in bf16, 512 in float; longer rows are read again).
+// The backward keeps there the column sums of dweight and dbias (2·kVec floats a pack: 64
+// registers for 4 packs in bf16) and, for rows of up to kBackwardCachedPacks packs a lane, the
+// row's x and dout too (C up to 768 in bf16: GPT-2 124M's width). Two blocks of 256 threads fit
+// on an SM at up to 128 registers a thread: both at 4 packs would take 190 on sm_90 and halve
+// the warps an SM holds, at 3 they take 128 (ptxas -v; docs/04_fused_kernels.md has the table).
 constexpr int kForwardCachedPacks = 4;
 constexpr int kBackwardSummedPacks = 4;
+constexpr int kBackwardCachedPacks = 3;
 
 // Calls f(k, i) for the packs i = lane + 32·k of a row that this lane handles: neighbouring
 // lanes, neighbouring packs, so each access of the warp is one contiguous stretch (512 bytes in
@@ -145,10 +152,11 @@ __device__ inline int partial_slot(int i, int j, int packs) { return j * packs +
 // at once, so a block sees many rows: the column sums build up in the block (registers, then
 // shared memory) and reach global memory with one atomicAdd per column per block, not per row.
 // A row's own sums (the mean_c) need only its warp, since mean and rstd come saved from the forward.
-template <class Act, int kVec, int kSummed>
+template <class Act, int kVec, int kSummed, bool kCached>
 __global__ void __launch_bounds__(kThreads)
     layernorm_backward_kernel(Act* dinp, float* dweight, float* dbias, const Act* dout, const Act* inp,
                               const Act* weight, const float* mean, const float* rstd, int N, int C) {
+    static_assert(!kCached || kSummed > 0, "a row in registers is a row of at most 32·kSummed packs");
     using P = Pack<Act, kVec>;
     extern __shared__ float partial[];  // 2·C floats: the block's sums for dweight, then for dbias
     float* partial_dw = partial;
@@ -165,6 +173,11 @@ __global__ void __launch_bounds__(kThreads)
     [[maybe_unused]] float sum_dw[kSummed > 0 ? kSummed : 1][kVec] = {};
     [[maybe_unused]] float sum_db[kSummed > 0 ? kSummed : 1][kVec] = {};
 
+    // kCached: the lane's packs of x and dout, kept from pass 1 for pass 2 as the forward keeps
+    // its row, so that the kernel reads each of them once. The weights are read again in pass 2:
+    // one row of them serves all the block's rows, so they stay in L1.
+    [[maybe_unused]] P x_cache[kCached ? kSummed : 1], d_cache[kCached ? kSummed : 1];
+
     // No __syncthreads inside: the loop's trip count differs between warps (all lanes of a warp
     // take the same rows, so warp_sum sees 32 lanes).
     for (int n = blockIdx.x * kWarps + warp; n < N; n += gridDim.x * kWarps) {
@@ -175,6 +188,10 @@ __global__ void __launch_bounds__(kThreads)
         float g_sum = 0.0f, gx_sum = 0.0f;
         for_each_pack<kSummed>(lane, packs, [&](int k, int i) {
             const P x = load_pack<P>(inp + row, i), d = load_pack<P>(dout + row, i), w = load_pack<P>(weight, i);
+            if constexpr (kCached) {
+                x_cache[k] = x;
+                d_cache[k] = d;
+            }
 #pragma unroll
             for (int j = 0; j < kVec; ++j) {
                 const float xhat = (to_float(x.v[j]) - m) * s, dj = to_float(d.v[j]), g = dj * to_float(w.v[j]);
@@ -193,9 +210,17 @@ __global__ void __launch_bounds__(kThreads)
         const float g_mean = cuda::warp_sum(g_sum) / C, gx_mean = cuda::warp_sum(gx_sum) / C;
 
         // Pass 2: add this branch's gradient into dinp (it already holds the residual stream's).
-        // The row is read again, from L1/L2: keeping it in registers too would halve occupancy.
-        for_each_pack<kSummed>(lane, packs, [&](int, int i) {
-            const P x = load_pack<P>(inp + row, i), d = load_pack<P>(dout + row, i), w = load_pack<P>(weight, i);
+        // Without the cache, x and dout are read again, from L1/L2 (the warp has just read them).
+        for_each_pack<kSummed>(lane, packs, [&](int k, int i) {
+            P x, d;
+            if constexpr (kCached) {
+                x = x_cache[k];
+                d = d_cache[k];
+            } else {
+                x = load_pack<P>(inp + row, i);
+                d = load_pack<P>(dout + row, i);
+            }
+            const P w = load_pack<P>(weight, i);
             P dx = load_pack<P>(dinp + row, i);
 #pragma unroll
             for (int j = 0; j < kVec; ++j) {
@@ -226,10 +251,8 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- host side ----------------------------------------------------------------------------------
 
-// 16-byte packs need every row on a 16-byte boundary: the base pointers aligned, C a multiple
-// of the pack. (A null pointer, an operand the kernel does not use, counts as aligned.)
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
+// 16-byte packs need every row on a 16-byte boundary: the base pointers aligned (aligned16,
+// common/cuda/types.cuh), C a multiple of the pack.
 template <bool kWithResidual, class Act>
 void launch_layernorm_forward(cudaStream_t stream, Act* residual, Act* out, float* mean, float* rstd, const Act* a,
                               const Act* b, const Act* weight, const Act* bias, int N, int C) {
@@ -252,10 +275,12 @@ void launch_layernorm_backward(cudaStream_t stream, Act* dinp, float* dweight, f
     if (N == 0) return;
     constexpr int kVec = 16 / sizeof(Act);
     const bool packed = C % kVec == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
-    const auto kernel = !packed ? layernorm_backward_kernel<Act, 1, 0>
+    const auto kernel = !packed ? layernorm_backward_kernel<Act, 1, 0, false>
+                        : C <= 32 * kVec * kBackwardCachedPacks
+                            ? layernorm_backward_kernel<Act, kVec, kBackwardCachedPacks, true>
                         : C <= 32 * kVec * kBackwardSummedPacks
-                            ? layernorm_backward_kernel<Act, kVec, kBackwardSummedPacks>
-                            : layernorm_backward_kernel<Act, kVec, 0>;
+                            ? layernorm_backward_kernel<Act, kVec, kBackwardSummedPacks, false>
+                            : layernorm_backward_kernel<Act, kVec, 0, false>;
     const size_t shared_bytes = 2 * size_t(C) * sizeof(float);
     if (shared_bytes > 48 * 1024)  // the default limit; GPT-2's widest model (C = 1600) takes 12.5 KiB
         throw Error("LayerNorm backward: C = " + std::to_string(C) + " needs more than 48 KiB of shared memory");

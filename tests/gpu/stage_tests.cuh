@@ -227,7 +227,10 @@ TEST_F(Kernels, EmbeddingBackward) {
 struct RowsCase {
     int N, C;
 };
-const RowsCase kLayerNormCases[] = {{1, 36}, {63, 96}, {65, 100}, {1000, 768}};
+// Widths for each path of stage 04's row kernels (residual_layernorm.cuh) in bf16: 36 and 100 are
+// not in 16-byte packs; 96 and 768 have the row in registers; 1000 keeps only the backward's
+// column sums there; 1600 (GPT-2 XL's width) neither. Row counts odd and even.
+const RowsCase kLayerNormCases[] = {{1, 36}, {63, 96}, {65, 100}, {1000, 768}, {33, 1000}, {7, 1600}};
 
 // Rows whose mean is far from 0 and whose spread changes along the row: the variance must be
 // taken around the mean. Weights near 1, biases near 0, neither constant.
@@ -1000,91 +1003,177 @@ TEST_F(Slots, ClassifierWithGrad) {
 
 // ---- optimizer ------------------------------------------------------------------------------------
 
+// An optimizer that does in one launch what another does a launch per tensor names that one
+// (PerTensor: stage 04's FusedAdamW names stage 02's MixedPrecisionAdamW). Given the same state,
+// gradients and norm, the two must give the same bits.
+template <class Optimizer, class = void>
+struct PerTensorOf {
+    using type = void;  // nothing to compare with
+};
+template <class Optimizer>
+struct PerTensorOf<Optimizer, std::void_t<typename Optimizer::PerTensor>> {
+    using type = typename Optimizer::PerTensor;
+};
+
+// What an optimizer is given: a parameter layout, the shard it updates (ZeRO-1, train/parallel.h;
+// the whole array with one process), the state it starts from, and each step's gradients.
+struct AdamWProblem {
+    gpt::ParamLayout layout;
+    gpt::Shard shard;
+    gpt::AdamWSettings settings;
+    Vec params, m, v;  // the whole array's weights; the shard's moments
+    std::vector<gpt::StepScalars> steps;
+    std::vector<Vec> grads;  // each step's, of the whole array
+};
+
+// What an optimizer holds after a step: the master weights and the weights the graph reads (of
+// the whole array), the shard's moments, and the gradients' sum of squares the step reported.
+struct AdamWState {
+    Vec master, m, v, act;
+    double sum_squares;
+};
+
+// The problem's steps on a device optimizer of type Optimizer, and its state after each. With
+// `sums`, step k updates with sums[k] as the gradients' sum of squares instead of its own (put in
+// place between the norm and the update, where ZeRO-1 sums it over the processes): the norm is
+// summed with atomics, in any order, and two runs may clip with norms a bit apart.
+template <class Optimizer>
+std::vector<AdamWState> run_adamw(const AdamWProblem& p, const std::vector<double>* sums = nullptr) {
+    StageContext ctx;
+    Optimizer optimizer(ctx, p.layout, p.shard);
+    TestStage::copy_in(ctx, optimizer.master(), p.params.data(), p.params.size());
+    TestStage::copy_in(ctx, optimizer.m(), p.m.data(), p.m.size());
+    TestStage::copy_in(ctx, optimizer.v(), p.v.data(), p.v.size());
+    optimizer.weights_changed(ctx);
+    // The weights the forward pass reads: the master weights themselves in fp32 stages, their
+    // act_t copy, rewritten by the same step, in mixed precision.
+    if (!kSeparateActParams)
+        EXPECT_EQ(static_cast<const void*>(optimizer.act_weights()), static_cast<const void*>(optimizer.master()));
+    std::vector<AdamWState> states;
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+        DeviceArray<float> d_grads(p.grads[k]);
+        DeviceArray<gpt::StepScalars> d_step(std::vector<gpt::StepScalars>{p.steps[k]});
+        DeviceArray<double> d_sum_squares(1);  // poisoned: the step must write it
+        optimizer.step(ctx, d_grads.data(), p.settings, d_step.data(), d_sum_squares.data(), [&] {
+            if (sums) TestStage::copy_in(ctx, d_sum_squares.data(), &(*sums)[k], 1);
+        });
+        sync_and_check("Optimizer::step");
+        const size_t n = p.params.size(), count = p.m.size();
+        states.push_back({download(ctx, optimizer.master(), n), download(ctx, optimizer.m(), count),
+                          download(ctx, optimizer.v(), count), download(ctx, optimizer.act_weights(), n),
+                          d_sum_squares.download_raw()[0]});
+    }
+    return states;
+}
+
+// Equal bit for bit (a NaN equals only the same NaN); the message names the first element that
+// is not.
+::testing::AssertionResult same_bits(const std::string& what, const Vec& actual, const Vec& expected) {
+    if (actual.size() != expected.size())
+        return ::testing::AssertionFailure() << what << ": " << actual.size() << " elements, expected "
+                                             << expected.size();
+    size_t differ = 0, first = 0;
+    for (size_t i = 0; i < actual.size(); ++i)
+        if (std::memcmp(&actual[i], &expected[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+    if (differ == 0) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << what << ": " << differ << " of " << actual.size()
+                                         << " elements differ, the first at " << first << ": " << actual[first]
+                                         << ", expected " << expected[first];
+}
+
+struct AdamWCase {
+    gpt::GPTConfig config;
+    int vocab_multiple;
+    float grad_size, grad_clip, weight_decay;
+    int rank, world;  // the shard: rank's of world processes
+};
+
+// One case of Kernels.AdamW: the stage's optimizer against the CPU reference's, and against the
+// optimizer it names as doing the same per tensor, if it names one.
+template <class Optimizer>
+void check_adamw(Rng& rng, const AdamWCase& c) {
+    const gpt::ParamLayout layout(c.config, c.config.padded_vocab(c.vocab_multiple));
+    const size_t n = layout.total();
+    AdamWProblem p{layout, gpt::shard_of(n, c.rank, c.world), {}, {}, {}, {}, {{1e-2f, 1}, {3e-3f, 7}}, {}};
+    SCOPED_TRACE(testing::Message() << "parameters " << n << ", shard [" << p.shard.begin << ", " << p.shard.end()
+                                    << "), grad_clip " << c.grad_clip << ", weight_decay " << c.weight_decay);
+    p.settings.grad_clip = c.grad_clip;
+    p.settings.weight_decay = c.weight_decay;
+    // Small weights, as after GPT-2's initialisation, so that one step changes them visibly.
+    p.params = random_normal(rng, n, 0.05f, 0.01f);
+    p.m = random_normal(rng, p.shard.count, 0.005f);
+    p.v = random_uniform(rng, p.shard.count, 1e-6f, 2e-4f);  // a second moment is never negative
+    for (size_t k = 0; k < p.steps.size(); ++k) p.grads.push_back(random_normal(rng, n, c.grad_size));
+    const std::vector<AdamWState> states = run_adamw<Optimizer>(p);
+
+    gpt::CpuBackend::Context cpu_ctx(gpt::stage_tag<gpt::CpuReference>);
+    gpt::CpuAdamW reference(cpu_ctx, layout, p.shard);
+    std::copy(p.params.begin(), p.params.end(), reference.master());
+    std::copy(p.m.begin(), p.m.end(), reference.m());
+    std::copy(p.v.begin(), p.v.end(), reference.v());
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+        SCOPED_TRACE(testing::Message() << "lr " << p.steps[k].lr << ", t " << p.steps[k].t);
+        const AdamWState& s = states[k];
+        const Vec before(reference.master(), reference.master() + n);
+        double sum_squares = 0.0;
+        reference.step(cpu_ctx, p.grads[k].data(), p.settings, &p.steps[k], &sum_squares);
+        EXPECT_TRUE(all_close("Optimizer::step gradient sum of squares", Vec{float(s.sum_squares)},
+                              Vec{float(sum_squares)}, kFp32Tol));
+        // The whole array: the weights outside the shard must be as they were.
+        const Vec expected(reference.master(), reference.master() + n);
+        EXPECT_TRUE(all_close("master weights", s.master, expected, kFp32Tol));
+        // The step itself, so that an error in it cannot hide behind the size of the weights.
+        Vec change(n), expected_change(n);
+        for (size_t i = 0; i < n; ++i) {
+            change[i] = s.master[i] - before[i];
+            expected_change[i] = expected[i] - before[i];
+        }
+        EXPECT_TRUE(all_close("step (new - old master weights)", change, expected_change, kFp32Tol));
+        const size_t count = p.shard.count;
+        EXPECT_TRUE(all_close("first moment m", s.m, Vec(reference.m(), reference.m() + count), kFp32Tol));
+        EXPECT_TRUE(all_close("second moment v", s.v, Vec(reference.v(), reference.v() + count), kFp32Tol));
+        EXPECT_TRUE(all_close("weights the graph reads (act_weights)", s.act, rounded<Act>(expected), kActTol));
+    }
+
+    using PerTensor = typename PerTensorOf<Optimizer>::type;
+    if constexpr (!std::is_void_v<PerTensor>) {
+        SCOPED_TRACE("against the same update a launch per tensor, bit for bit");
+        std::vector<double> sums;
+        for (const AdamWState& s : states) sums.push_back(s.sum_squares);
+        const std::vector<AdamWState> per_tensor = run_adamw<PerTensor>(p, &sums);
+        for (size_t k = 0; k < p.steps.size(); ++k) {
+            SCOPED_TRACE(testing::Message() << "t " << p.steps[k].t);
+            EXPECT_TRUE(same_bits("master weights", states[k].master, per_tensor[k].master));
+            EXPECT_TRUE(same_bits("first moment m", states[k].m, per_tensor[k].m));
+            EXPECT_TRUE(same_bits("second moment v", states[k].v, per_tensor[k].v));
+            EXPECT_TRUE(same_bits("act_weights", states[k].act, per_tensor[k].act));
+        }
+    }
+}
+
 // The stage's optimizer against the CPU reference's (CpuAdamW, common/cpu/reference_stage.h), on
 // the same weights, moments and gradients: the squared gradient norm it reports, the fp32 master
 // weights, m, v, and (mixed precision) the act_t copy. Two steps in a row with different learning
 // rates and step counts: they must be read from device memory at every step, not remembered.
-// Layouts of two models with sizes that are not multiples of a block, one with a padded vocabulary.
+// Layouts of models with sizes that are not multiples of a block, one with a padded vocabulary;
+// tensors that end off multiples of 4 (C = 9, 237: a 16-byte pack may hold two tensors' ends);
+// one model of 2.3M parameters, several waves of threads on an H100 even in packs of 4; ZeRO-1
+// shards that start at an odd element and at a multiple of 4. A stage whose optimizer names a
+// per-tensor counterpart (stage 04's one-launch AdamW) is also checked against it, bit for bit.
 TEST_F(Kernels, AdamW) {
     SCOPED_TRACE(adamw_trace());
-    struct Case {
-        gpt::GPTConfig config;
-        int vocab_multiple;
-        float grad_size, grad_clip, weight_decay;
+    //                 maxT  V    L  H  C       vocab  grads  clip  decay  rank world
+    const AdamWCase cases[] = {
+        {gpt::GPTConfig{5, 67, 1, 3, 9}, 1, 0.01f, 1.0f, 0.1f, 0, 1},       // norm far below the clip: no clipping
+        {gpt::GPTConfig{7, 1000, 2, 4, 36}, 64, 0.05f, 1.0f, 0.1f, 0, 1},   // norm above it: clipped
+        {gpt::GPTConfig{7, 1000, 2, 4, 36}, 1, 0.05f, 0.0f, 0.0f, 0, 1},    // clipping and weight decay off
+        {gpt::GPTConfig{5, 67, 1, 3, 9}, 1, 0.05f, 1.0f, 0.1f, 1, 3},       // shard [585, 1170)
+        {gpt::GPTConfig{5, 67, 1, 3, 9}, 1, 0.05f, 1.0f, 0.1f, 4, 5},       // shard [1404, 1755)
+        {gpt::GPTConfig{33, 999, 3, 3, 237}, 1, 0.01f, 1.0f, 0.1f, 0, 1},   // 2,276,385 parameters
+        {gpt::GPTConfig{33, 999, 3, 3, 237}, 1, 0.01f, 1.0f, 0.1f, 1, 2},   // shard [1138193, 2276385)
     };
-    //                  maxT  V     L  H  C
-    const Case cases[] = {
-        {gpt::GPTConfig{5, 67, 1, 3, 9}, 1, 0.01f, 1.0f, 0.1f},    // norm far below the clip: no clipping
-        {gpt::GPTConfig{7, 1000, 2, 4, 36}, 64, 0.05f, 1.0f, 0.1f},  // norm above it: clipped
-        {gpt::GPTConfig{7, 1000, 2, 4, 36}, 1, 0.05f, 0.0f, 0.0f},   // clipping and weight decay off
-    };
-    const gpt::StepScalars steps[] = {{1e-2f, 1}, {3e-3f, 7}};
     Rng rng(test_seed());
-    for (const Case& s : cases) {
-        const gpt::ParamLayout layout(s.config, s.config.padded_vocab(s.vocab_multiple));
-        const size_t n = layout.total();
-        SCOPED_TRACE(testing::Message() << "parameters " << n << ", grad_clip " << s.grad_clip << ", weight_decay "
-                                        << s.weight_decay);
-        gpt::AdamWSettings settings;
-        settings.grad_clip = s.grad_clip;
-        settings.weight_decay = s.weight_decay;
-        // Small weights, as after GPT-2's initialisation, so that one step changes them visibly.
-        const Vec params = random_normal(rng, n, 0.05f, 0.01f);
-        const Vec m = random_normal(rng, n, 0.005f);
-        const Vec v = random_uniform(rng, n, 1e-6f, 2e-4f);  // a second moment is never negative
-
-        gpt::CpuBackend::Context cpu_ctx(gpt::stage_tag<gpt::CpuReference>);
-        gpt::CpuAdamW reference(cpu_ctx, layout);
-        std::copy(params.begin(), params.end(), reference.master());
-        std::copy(m.begin(), m.end(), reference.m());
-        std::copy(v.begin(), v.end(), reference.v());
-
-        StageContext ctx;
-        typename Ops::Optimizer optimizer(ctx, layout);
-        TestStage::copy_in(ctx, optimizer.master(), params.data(), n);
-        TestStage::copy_in(ctx, optimizer.m(), m.data(), n);
-        TestStage::copy_in(ctx, optimizer.v(), v.data(), n);
-        optimizer.weights_changed(ctx);
-
-        for (const gpt::StepScalars& step : steps) {
-            SCOPED_TRACE(testing::Message() << "lr " << step.lr << ", t " << step.t);
-            const Vec grads = random_normal(rng, n, s.grad_size);
-            const Vec before(reference.master(), reference.master() + n);
-            double reference_sum_squares = 0.0;
-            reference.step(cpu_ctx, grads.data(), settings, &step, &reference_sum_squares);
-
-            DeviceArray<float> d_grads(grads);
-            DeviceArray<gpt::StepScalars> d_step(std::vector<gpt::StepScalars>{step});
-            DeviceArray<double> d_sum_squares(1);  // poisoned: the step must write it
-            optimizer.step(ctx, d_grads.data(), settings, d_step.data(), d_sum_squares.data());
-            sync_and_check("Optimizer::step");
-
-            const double sum_squares = d_sum_squares.download_raw()[0];
-            EXPECT_TRUE(all_close("Optimizer::step gradient sum of squares", Vec{float(sum_squares)},
-                                  Vec{float(reference_sum_squares)}, kFp32Tol));
-            const Vec after = download(ctx, optimizer.master(), n);
-            const Vec expected(reference.master(), reference.master() + n);
-            EXPECT_TRUE(all_close("master weights", after, expected, kFp32Tol));
-            // The step itself, so that an error in it cannot hide behind the size of the weights.
-            Vec change(n), expected_change(n);
-            for (size_t i = 0; i < n; ++i) {
-                change[i] = after[i] - before[i];
-                expected_change[i] = expected[i] - before[i];
-            }
-            EXPECT_TRUE(all_close("step (new - old master weights)", change, expected_change, kFp32Tol));
-            EXPECT_TRUE(all_close("first moment m", download(ctx, optimizer.m(), n),
-                                  Vec(reference.m(), reference.m() + n), kFp32Tol));
-            EXPECT_TRUE(all_close("second moment v", download(ctx, optimizer.v(), n),
-                                  Vec(reference.v(), reference.v() + n), kFp32Tol));
-            // The weights the forward pass reads: the master weights themselves in fp32 stages,
-            // their act_t copy, rewritten by the same step, in mixed precision.
-            EXPECT_TRUE(all_close("weights the graph reads (act_weights)", download(ctx, optimizer.act_weights(), n),
-                                  rounded<Act>(expected), kActTol));
-            if (!kSeparateActParams)
-                EXPECT_EQ(static_cast<const void*>(optimizer.act_weights()),
-                          static_cast<const void*>(optimizer.master()));
-        }
-    }
+    for (const AdamWCase& c : cases) check_adamw<typename Ops::Optimizer>(rng, c);
 }
 
 // ---- the stage's matmul arithmetic --------------------------------------------------------------
