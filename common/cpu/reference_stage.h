@@ -83,7 +83,6 @@ struct CpuBackend {
     template <class U>
     static void copy(Context&, U* dst, const U* src, size_t n) { std::memcpy(dst, src, n * sizeof(U)); }
     // The CPU ops always add their gradients: zero_grad() clears every one (train/gpt.h).
-    static constexpr bool kFirstBackwardWritesWeightGradients = false;
     static void write_weight_gradients(Context&, bool) {}
     template <class U>
     static void fill_zero(Context&, U* p, size_t n) { std::memset(p, 0, n * sizeof(U)); }
@@ -137,6 +136,7 @@ struct CpuReference : CpuBackend {
     static constexpr Precision kPrecision = Precision::FP32;
     static constexpr int kVocabMultiple = 1;     // no vocabulary padding
     static constexpr bool kCaptureStep = false;  // nothing to capture on the CPU
+    static constexpr int kLossChunkRows = 0;     // the loss over all rows' logits at once
 
     struct Embedding {
         static constexpr const char* source = __FILE__;

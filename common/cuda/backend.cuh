@@ -42,7 +42,8 @@ struct CudaBackend {
         cudaStream_t stream = nullptr;
         cublasComputeType_t matmul_compute;  // what every matmul of the stage computes with
         // beta of the weight-gradient matmuls: 1 adds to the gradient (the ops' contract,
-        // dweight +=), 0 writes it. The model sets 0 for a step's first backward only (below).
+        // dweight +=), 0 writes it. Set by write_weight_gradients (below), which the model
+        // graph calls in a step's first backward; 1 everywhere else.
         float weight_gradient_beta = 1.0f;
         cuda::GemmContext gemm;
         cuda::StepGraph step_graph;
@@ -92,7 +93,7 @@ struct CudaBackend {
     // For the banner: how a matmul's algorithm is chosen (common/cuda/gemm.cuh).
     static std::string matmul_algorithm() {
         return "cuBLASLt, per shape the fastest of its heuristic's first " +
-               std::to_string(cuda::GemmContext::kCandidates) + ", timed in the warm-up step (common/cuda/gemm.cuh)";
+               std::to_string(cuda::GemmContext::kCandidates) + ", timed on the shape's first call (common/cuda/gemm.cuh)";
     }
     // For the op table: which file defines the stage's matmul arithmetic.
     template <class Stage>
@@ -126,9 +127,8 @@ struct CudaBackend {
     static void copy(Context& ctx, U* dst, const U* src, size_t n) {
         CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(U), cudaMemcpyDeviceToDevice, ctx.stream));
     }
-    // The matmuls' weight gradients of the next backward are written (true) or added (false).
-    // A step's first backward writes them, so zero_grad() need not clear them first (train/gpt.h).
-    static constexpr bool kFirstBackwardWritesWeightGradients = true;
+    // The weight gradients of the matmuls queued next are written (true) or added (false): the
+    // model graph writes them in a step's first backward (train/model_graph.h, train/gpt.h zero_grad).
     static void write_weight_gradients(Context& ctx, bool write) { ctx.weight_gradient_beta = write ? 0.0f : 1.0f; }
     template <class U>
     static void fill_zero(Context& ctx, U* p, size_t n) {

@@ -16,7 +16,7 @@
 // The algorithm: cuBLASLt's heuristic ranks its kernels for a shape by a model of the GPU, and its
 // first choice is not always the fastest. The first call of a shape asks for up to kCandidates,
 // runs each a few times on the call's own operands and keeps the fastest for the rest of the run
-// (the trainer's warm-up step makes every first call, outside any recorded CUDA Graph). Trying an
+// (the trainer's first step makes every first call, outside any recorded CUDA Graph). Trying an
 // algorithm writes C, so only a call that overwrites C (beta = 0) and does not read what it
 // writes is timed; a shape first met with beta != 0, or while a graph is recorded, keeps the
 // heuristic's first choice. The weight gradients qualify because a step's first backward writes
@@ -222,7 +222,7 @@ class GemmContext {
         int candidates = 0;           // algorithms the heuristic offered (at most kCandidates)
         int timed = 0;                // of those, how many were timed (0: the first was kept untimed)
         int chosen = 0;               // the one in use, by the heuristic's rank (0: its first choice)
-        float ms_first = 0, ms_chosen = 0;  // mean time of a run of the first and of the chosen, when timed
+        float ms_first = -1, ms_chosen = -1;  // mean ms of a run of the first and of the chosen; -1: not timed
     };
     const Algorithm& last_algorithm() const { return last_; }
     // Every shape met so far, with what was chosen for it: the kernel benchmark reports them.
@@ -366,7 +366,7 @@ class GemmContext {
     template <class Run>
     void pick_fastest(Plan& p, cudaStream_t stream, Run&& run) {
         int best = -1;
-        float best_ms = 0;
+        float best_ms = -1;
         for (int i = 0; i < int(p.candidates.size()); ++i) {
             const float ms = time_runs(stream, [&] { return run(p.candidates[i]) == CUBLAS_STATUS_SUCCESS; });
             if (ms < 0) continue;

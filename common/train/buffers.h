@@ -46,7 +46,11 @@ struct Buffers {
             grads = shard.padded;
             act = N * C, act3 = N * 3 * C, act4 = N * 4 * C, rows = N;
             att_saved = O::Attention::saved_bytes(B, T, C, NH, a);
-            logits = N * Vp;
+            // All N rows of logits, or (a stage whose loss works in chunks, train/model_graph.h)
+            // one chunk's, but at least the T of one sequence, which text generation reads.
+            const size_t logit_rows =
+                S::kLossChunkRows > 0 ? std::min(N, std::max(size_t(S::kLossChunkRows), size_t(T))) : N;
+            logits = logit_rows * Vp;
             // The fused classifier slot (ClassifierWithGrad) and the plain one (evaluate) share what
             // they save for backward, and every op shares one scratch area (both at least one
             // float, so that they have an address).
@@ -99,7 +103,7 @@ struct Buffers {
         t.device(&Buffers::lnf, n.act);
         t.device(&Buffers::lnf_mean, n.rows);
         t.device(&Buffers::lnf_rstd, n.rows);
-        t.device(&Buffers::logits, n.logits);  // and their gradient, written over them
+        t.device(&Buffers::logits, n.logits);  // and their gradient, written over them (one chunk's, or all)
         t.device(&Buffers::classifier_saved, n.classifier_saved);
         t.device(&Buffers::losses, n.rows);
         // Backward: the parameters' gradients, and one buffer of each activation shape, reused by

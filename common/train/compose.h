@@ -17,6 +17,21 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
+
+namespace gpt {
+
+// Whether an op's weight gradients follow the context's weight_gradient_beta: written in a step's
+// first backward, added in the others (common/cuda/backend.cuh). An op says so next to its code
+// (`static constexpr bool kWeightGradientsFollowBeta = true`, stage 00's CublasMatmul); one that
+// does not is taken to add always, and the model then clears every gradient before a step.
+template <class Op, class = void>
+inline constexpr bool weight_gradients_follow_beta_v = false;
+template <class Op>
+inline constexpr bool weight_gradients_follow_beta_v<Op, std::void_t<decltype(Op::kWeightGradientsFollowBeta)>> =
+    Op::kWeightGradientsFollowBeta;
+
+}  // namespace gpt
 
 namespace gpt::compose {
 
@@ -36,12 +51,14 @@ struct MatmulThenGelu {
 };
 
 // The backward of a linear layer whose input is gelu(pre), on through the GELU: dpre is the
-// gradient of `pre` (not of the layer's input, gelu(pre)); dweight and dbias are added to.
+// gradient of `pre` (not of the layer's input, gelu(pre)); dweight and dbias as Matmul's backward
+// leaves them (added to, or dweight written in a step's first backward).
 // Fused, the GELU's derivative is applied as the dinp matmul writes its result (stage 04), and
 // the gradient of gelu(pre) never reaches memory.
 template <class Matmul, class Gelu>
 struct MatmulBackwardThenGelu {
     static constexpr const char* composed_of = "Matmul backward, then Gelu backward";
+    static constexpr bool kWeightGradientsFollowBeta = weight_gradients_follow_beta_v<Matmul>;
 
     template <class Ctx, class Act>
     static void backward(Ctx& ctx, Act* dpre, float* dweight, float* dbias, const Act* dout, const Act* inp,

@@ -9,7 +9,7 @@
 //   S::Context, Buffer, HostBuffer   per-model state (stream, handles), device and pinned memory
 //   S::kContextBytes              the device memory a Context holds
 //   S::copy_in/out(_async), fill_zero, sum_into, synchronize, Range (a profiler range)
-//   S::kFirstBackwardWritesWeightGradients, write_weight_gradients (see zero_grad)
+//   S::write_weight_gradients (see zero_grad)
 //   S::kCaptureStep               the step as one CUDA Graph (capture_step, replay_step, ...)
 //   the ops, as Ops<S> resolves them (train/policy.h), for the graph; the Optimizer, which owns
 //   the weights; Parallel (rank, world, reductions)
@@ -163,6 +163,10 @@ class GPT {
     // for inference (no loss, no backward()). The batch goes through a pinned staging slot.
     void forward(const int* inputs, const int* targets, int B, int T) {
         check_shape(B, T);
+        if (!targets && size_t(B) * T > logit_rows())
+            throw Error("this stage keeps the logits of " + std::to_string(logit_rows()) +
+                        " positions at a time (its loss works in chunks); a forward without targets of " +
+                        std::to_string(B) + " x " + std::to_string(T) + " positions needs them all");
         const int slot = take_slot();
         write_batch(slot, inputs, targets, B * T);
         upload_batch(slot, B * T, targets != nullptr);
@@ -174,16 +178,18 @@ class GPT {
     void evaluate() {
         require_targets("evaluate()");
         const int N = B_cur_ * T_cur_;
-        graph_.loss(N);
+        graph_.loss(optimizer_.act_weights(), N);
         add_losses(N);
     }
 
     // Gradients start from zero at each step. Where the stage's matmuls write their weight
     // gradients in the step's first backward (beta = 0: every GPU stage), those need no zeroing:
     // only the gradients that ops add to are cleared (biases, LayerNorms, wpe: under 1% of GPT-2
-    // 124M's parameters), not all of them.
+    // 124M's parameters), not all of them. So gradients() means nothing again until a backward.
+    static constexpr bool kFirstBackwardWrites = weight_gradients_follow_beta_v<typename O::Matmul> &&
+                                                 weight_gradients_follow_beta_v<typename O::MatmulBackwardGelu>;
     void zero_grad() {
-        if constexpr (S::kFirstBackwardWritesWeightGradients) {
+        if constexpr (kFirstBackwardWrites) {
             for (const GradientRange& r : added_to_) S::fill_zero(ctx_, buf_.grads.data() + r.begin, r.count);
         } else {
             S::fill_zero(ctx_, buf_.grads.data(), shard_.padded);
@@ -272,6 +278,8 @@ class GPT {
             B_cur_ = B;
             T_cur_ = T;
             has_targets_ = true;
+            has_logits_ = !Graph::kLossInChunks;
+            first_backward_ = false;
         } else {
             enqueue();
         }
@@ -296,7 +304,11 @@ class GPT {
     }
 
     // Logits of one position after forward(), as floats (the first V): waits for the device.
+    // Not after a training forward of a stage whose loss computes the logits in chunks.
     std::vector<float> logits_at(int b, int t) {
+        if (!has_logits_)
+            throw Error("logits_at: the last forward kept no logits (stage " + std::string(S::name) +
+                        " computes them a chunk at a time in the loss); run a forward without targets");
         std::vector<act_t> row(config_.vocab_size);
         S::copy_out(ctx_, row.data(), buf_.logits.data() + (size_t(b) * T_cur_ + t) * Vp_, row.size());
         std::vector<float> out(row.size());
@@ -310,20 +322,24 @@ class GPT {
     using Graph = ModelGraph<S>;
 
     // The step's part of a forward: the graph, with the shape backward() will see.
+    // A training forward (with targets) of a stage whose loss works in chunks stops at ln_f: the
+    // loss computes the logits (train/model_graph.h, loss_rows).
     void enqueue_forward(int B, int T, int past = -1) {
         B_cur_ = B;
         T_cur_ = T;
-        graph_.forward(optimizer_.act_weights(), B, T, past);
+        has_logits_ = !Graph::kLossInChunks || !has_targets_;
+        graph_.forward(optimizer_.act_weights(), B, T, past, has_logits_);
     }
+    // The rows buf_.logits holds (train/buffers.h).
+    size_t logit_rows() const { return buf_.logits.size() / size_t(Vp_); }
 
     // last: the step's last micro-batch, whose backward makes the gradients final and hands
     // them, block by block, to the processes' reduction.
     void enqueue_backward(float loss_scale, bool last) {
-        S::write_weight_gradients(ctx_, first_backward_);
-        graph_.backward(optimizer_.act_weights(), buf_.grads.data(), B_cur_, T_cur_, loss_scale, [&](int bucket) {
-            if (last) gradients_ready(bucket);
-        });
-        S::write_weight_gradients(ctx_, false);
+        graph_.backward(optimizer_.act_weights(), buf_.grads.data(), B_cur_, T_cur_, loss_scale, first_backward_,
+                        [&](int bucket) {
+                            if (last) gradients_ready(bucket);
+                        });
         first_backward_ = false;
         add_losses(B_cur_ * T_cur_);
     }
@@ -494,6 +510,7 @@ class GPT {
     // host-side bookkeeping of what is queued on the device
     int B_cur_ = 0, T_cur_ = 0;
     bool has_targets_ = false;
+    bool has_logits_ = false;  // the last forward left its logits in buf_.logits
     int slots_used_ = 0;
     bool scalars_used_ = false;
     size_t positions_ = 0;  // positions whose loss was summed since the last sync()

@@ -4,6 +4,8 @@
 // common/cpu/ops.h. The buffers it reads and writes are listed in train/buffers.h; the training
 // step that drives it (batches in, the optimizer, the processes) is train/gpt.h.
 #pragma once
+#include <algorithm>
+
 #include "model/config.h"
 #include "model/params.h"
 #include "train/buffers.h"
@@ -26,7 +28,9 @@ class ModelGraph {
     // past < 0: a training forward, whose attention saves what backward needs.
     // past >= 0: text generation: B = 1, the T tokens at positions past .. past+T-1, their q|k|v
     // rows written after the cached ones, attention over all of them.
-    void forward(const act_t* P, int B, int T, int past = -1) {
+    // logits = false: up to ln_f only. A stage whose loss works in chunks of rows
+    // (S::kLossChunkRows) computes the logits in loss() and backward() instead, a chunk at a time.
+    void forward(const act_t* P, int B, int T, int past = -1, bool logits = true) {
         const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
         const auto& at = layout_.offset;
         const size_t first_position = past < 0 ? 0 : size_t(past);
@@ -85,42 +89,66 @@ class ModelGraph {
                 });
             }
         }
-        // The output projection is tied to the token embedding: logits = lnf · wteᵀ.
-        op("lm_head", [&] {
-            O::Matmul::forward(ctx_, buf_.logits.data(), buf_.lnf.data(), P + at[kWte],
-                               static_cast<const act_t*>(nullptr), N, C, Vp_);
-        });
+        if (logits) lm_head(P, 0, N);
     }
+
+    // The rows of logits one pass of the loss handles, of a batch of N positions: all of them, or
+    // a chunk of S::kLossChunkRows. Chunked, buf.logits holds one chunk, and the LM head's
+    // matmuls and the classifier run once per chunk: the memory of B·T x Vp logits (1.6 GB in
+    // bf16 at B·T = 16384 for GPT-2) is never needed at once.
+    static int loss_rows(int N) { return S::kLossChunkRows > 0 ? std::min(N, S::kLossChunkRows) : N; }
+    static constexpr bool kLossInChunks = S::kLossChunkRows > 0;
 
     // The loss of each of the N positions of the last forward, against buf.targets, into
     // buf.losses: validation, without gradients.
-    void loss(int N) {
-        op("classifier", [&] {
-            O::Classifier::forward(ctx_, buf_.losses.data(), buf_.classifier_saved.data(), buf_.logits.data(),
-                                   buf_.targets.data(), N, config_.vocab_size, Vp_, buf_.scratch.data());
-        });
+    void loss(const act_t* P, int N) {
+        for (int r0 = 0; r0 < N; r0 += loss_rows(N)) {
+            const int n = std::min(loss_rows(N), N - r0);
+            if (kLossInChunks) lm_head(P, r0, n);
+            op("classifier", [&] {
+                O::Classifier::forward(ctx_, buf_.losses.data() + r0, classifier_saved<typename O::Classifier>(r0),
+                                       buf_.logits.data(), buf_.targets.data() + r0, n, config_.vocab_size, Vp_,
+                                       buf_.scratch.data());
+            });
+        }
     }
 
     // The losses of the last forward (B x T, a training forward), and the gradient of
-    // loss_scale · (their sum), added to the parameter gradients G. As the gradients of each
-    // block become final, gradients_final(i) is called with their bucket i (train/parallel.h):
-    // block L-1's first, then down to block 0's, then the embeddings' and ln_f's.
+    // loss_scale · (their sum), added to the parameter gradients G, or written where the stage's
+    // matmuls write them (write_gradients: the step's first backward, train/gpt.h zero_grad). As
+    // the gradients of each block become final, gradients_final(i) is called with their bucket i
+    // (train/parallel.h): block L-1's first, then down to block 0's, then the embeddings' and ln_f's.
     template <class GradientsFinal>
-    void backward(const act_t* P, float* G, int B, int T, float loss_scale, GradientsFinal&& gradients_final) {
+    void backward(const act_t* P, float* G, int B, int T, float loss_scale, bool write_gradients,
+                  GradientsFinal&& gradients_final) {
         const int N = B * T, C = config_.n_embd, NH = config_.n_head, L = config_.n_layer;
         const auto& at = layout_.offset;
+        // However this backward ends, the matmuls queued after it add to the gradients again.
+        struct AddAfterwards {
+            typename S::Context& ctx;
+            ~AddAfterwards() { S::write_weight_gradients(ctx, false); }
+        } add_afterwards{ctx_};
 
-        // The loss and the gradient of the logits in one call, written over the logits.
+        // Chunk by chunk (one chunk unless S::kLossChunkRows): the logits, the loss and their
+        // gradient in one call, written over the logits, then the LM head's backward. The first
+        // chunk writes wte's gradient when the step's first backward does; later chunks add.
         act_t* dlogits = buf_.logits.data();
-        op("classifier", [&] {
-            O::ClassifierWithGrad::forward_backward(ctx_, buf_.losses.data(), dlogits, buf_.logits.data(),
-                                                    buf_.targets.data(), loss_scale, N, config_.vocab_size, Vp_,
-                                                    buf_.classifier_saved.data(), buf_.scratch.data());
-        });
-        op("lm_head backward", [&] {
-            O::Matmul::backward(ctx_, buf_.dlnf.data(), G + at[kWte], nullptr, dlogits, buf_.lnf.data(),
-                                P + at[kWte], N, C, Vp_);
-        });
+        for (int r0 = 0; r0 < N; r0 += loss_rows(N)) {
+            const int n = std::min(loss_rows(N), N - r0);
+            if (kLossInChunks) lm_head(P, r0, n);
+            op("classifier", [&] {
+                O::ClassifierWithGrad::forward_backward(ctx_, buf_.losses.data() + r0, dlogits, buf_.logits.data(),
+                                                        buf_.targets.data() + r0, loss_scale, n, config_.vocab_size,
+                                                        Vp_, classifier_saved<typename O::ClassifierWithGrad>(r0),
+                                                        buf_.scratch.data());
+            });
+            S::write_weight_gradients(ctx_, write_gradients && r0 == 0);
+            op("lm_head backward", [&] {
+                O::Matmul::backward(ctx_, buf_.dlnf.data() + size_t(r0) * C, G + at[kWte], nullptr, dlogits,
+                                    buf_.lnf.data() + size_t(r0) * C, P + at[kWte], n, C, Vp_);
+            });
+        }
+        S::write_weight_gradients(ctx_, write_gradients);
         // dres carries the gradient of the residual stream down through the blocks.
         act_t* dres = buf_.dresidual.data();
         act_t* dbuf = buf_.dbuf.data();
@@ -189,6 +217,21 @@ class ModelGraph {
     }
 
   private:
+    // The output projection is tied to the token embedding: logits = lnf · wteᵀ, of the n rows
+    // from r0 on, into buf.logits.
+    void lm_head(const act_t* P, int r0, int n) {
+        op("lm_head", [&] {
+            O::Matmul::forward(ctx_, buf_.logits.data(), buf_.lnf.data() + size_t(r0) * config_.n_embd,
+                               P + layout_.offset[kWte], static_cast<const act_t*>(nullptr), n, config_.n_embd, Vp_);
+        });
+    }
+
+    // Where the classifier keeps what it saves for the rows from r0 on: its bytes for r0 rows in.
+    template <class Classifier>
+    void* classifier_saved(int r0) {
+        return reinterpret_cast<unsigned char*>(buf_.classifier_saved.data()) +
+               Classifier::saved_bytes(size_t(r0), size_t(Vp_), sizeof(act_t));
+    }
 
     // Layer l's slice of a per-layer tensor, in the weights P or the gradients G.
     const act_t* param(const act_t* P, int tensor, int l) const {

@@ -187,7 +187,10 @@ template <class S>
 std::string describe_policy() {
     std::string s = std::string("policy     act_t ") + act_type_name<typename S::act_t>() + ", precision " +
                     precision_name(S::kPrecision) + ", vocabulary multiple " + std::to_string(S::kVocabMultiple) +
-                    ", step capture " + (S::kCaptureStep ? "on (CUDA Graph)" : "off") + "\n";
+                    ", step capture " + (S::kCaptureStep ? "on (CUDA Graph)" : "off") +
+                    (S::kLossChunkRows > 0 ? ", loss in chunks of " + std::to_string(S::kLossChunkRows) + " rows"
+                                           : std::string()) +
+                    "\n";
     if constexpr (S::kIsGpu) {
         s += "gpu        " + describe_gpu_need(stage_gpu_need<S>()) + "\n";
         s += "matmuls    " + S::matmul_algorithm() + "\n";

@@ -24,6 +24,7 @@ __global__ void add_bias_kernel(Act* out, const Act* bias, int N, int OC) {
 
 struct CublasMatmul {
     static constexpr const char* source = __FILE__;
+    static constexpr bool kWeightGradientsFollowBeta = true;  // weight_gradient() below (train/policy.h)
 
     // out[N,OC] = inp[N,C] · weight[OC,C]ᵀ + bias[OC]  (bias may be null)
     template <class Act>
@@ -36,7 +37,8 @@ struct CublasMatmul {
         }
     }
 
-    // dinp = dout · weight;  dweight += doutᵀ · inp (fp32 gradients);  dbias += column sums of dout
+    // dinp = dout · weight;  dweight += doutᵀ · inp (fp32 gradients; = in a step's first backward,
+    // weight_gradient below);  dbias += column sums of dout
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dinp, float* dweight, float* dbias, const Act* dout,
                          const Act* inp, const Act* weight, int N, int C, int OC) {

@@ -164,7 +164,7 @@ __device__ inline void store_rows(bf16* head, int stride, int row0, int T, const
 template <int HS, int kM>
 __device__ inline void online_softmax_update(float (&s)[kM][kTileCols][4], float (&o)[kM][HS / 8][4],
                                              float (&row_max)[kM][2], float (&row_sum)[kM][2], float scale_log2) {
-    // EXERCISE BEGIN stage03.online_softmax TESTS Kernels.AttentionForward|Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.CapturedStepMatchesUncaptured
+    // EXERCISE BEGIN stage03.online_softmax TESTS Kernels.AttentionForward|Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.CapturedStepMatchesUncaptured|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.CapturedStepInChunksMatchesUncaptured
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll
@@ -367,7 +367,7 @@ __device__ inline void probabilities_transposed(float (&p)[1][kTileCols][4], con
 // additions: every key block adds into the same rows.
 template <int HS>
 __device__ inline void add_dq(float* dq_sums, const bf16* ds_s, const bf16* k_s, int query0, int T) {
-    // EXERCISE BEGIN stage03.flash_backward_dq TESTS Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients
+    // EXERCISE BEGIN stage03.flash_backward_dq TESTS Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu
     const int row0 = 16 * (threadIdx.x / 32);
     float dq[HS / 8][4] = {};
 #pragma unroll

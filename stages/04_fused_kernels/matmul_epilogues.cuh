@@ -43,6 +43,7 @@ void run_faster(CudaBackend::Context& ctx, const char* op, int N, int C, int OC,
 
 struct EpilogueMatmul {
     static constexpr const char* source = __FILE__;
+    static constexpr bool kWeightGradientsFollowBeta = true;  // CublasMatmul::weight_gradient
 
     // out[N,OC] = inp[N,C] · weight[OC,C]ᵀ + bias[OC]  (bias may be null)
     template <class Act>
@@ -61,7 +62,8 @@ struct EpilogueMatmul {
             });
     }
 
-    // dinp = dout · weight;  dweight += doutᵀ · inp;  dbias += column sums of dout
+    // dinp = dout · weight;  dweight += doutᵀ · inp (= in a step's first backward);  dbias += column
+    // sums of dout
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dinp, float* dweight, float* dbias, const Act* dout,
                          const Act* inp, const Act* weight, int N, int C, int OC) {
@@ -126,6 +128,7 @@ struct MatmulBiasGelu {
 // stage 00's GELU backward after it), then the parameter gradients.
 struct MatmulBackwardGelu {
     static constexpr const char* source = __FILE__;
+    static constexpr bool kWeightGradientsFollowBeta = true;  // EpilogueMatmul::parameter_gradients
 
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dpre, float* dweight, float* dbias, const Act* dout,

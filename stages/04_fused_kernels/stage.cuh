@@ -8,6 +8,8 @@
 //                           written over the logits: no N x V probability buffer
 //   fused_adamw.cuh         AdamW over all parameters in one launch
 //   kCaptureStep            the training step recorded once as a CUDA Graph and replayed
+//   kLossChunkRows          the LM head and the classifier 8192 rows at a time: the logits of
+//                           all B·T positions (1.6 GB at 16 x 1024) never exist at once
 // Attention is stage 03's, the optimizer's arithmetic stage 02's.
 // PyTorch equivalent: model = torch.compile(model) (and mode="reduce-overhead" for the graph)
 #pragma once
@@ -24,7 +26,8 @@ struct Stage04 : Stage03 {
     static constexpr const char* description =
         "stage 03 with fused kernels (matmul epilogues, residual + LayerNorm, classifier, AdamW), the step as a CUDA Graph";
 
-    static constexpr bool kCaptureStep = true;  // one launch per step
+    static constexpr bool kCaptureStep = true;     // one launch per step
+    static constexpr int kLossChunkRows = 8192;   // logits of 8192 rows at a time (common/train/model_graph.h)
 
     using Matmul = stage04::EpilogueMatmul;  // bias in the matmul, bias gradient beside dweight
     using LayerNorm = stage04::LayerNorm;    // the first block's ln_1: a warp per row

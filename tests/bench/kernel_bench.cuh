@@ -473,7 +473,7 @@ class KernelBench {
             act_t* out = c.acts(size_t(N) * C);
             c.time("forward", [&] { O::Embedding::forward(ctx(), out, tokens, wte, wpe, B, T, C); });
             const act_t* dout = c.acts(size_t(N) * C);
-            float* dwte = c.floats(size_t(Vp_) * C, 0.01f);  // added to
+            float* dwte = c.floats(size_t(Vp_) * C, 0.01f);  // added to (the embedding's backward)
             float* dwpe = c.floats(size_t(positions) * C, 0.01f);
             c.time("backward", [&] { O::Embedding::backward(ctx(), dwte, dwpe, dout, tokens, B, T, C); });
         });
@@ -520,7 +520,7 @@ class KernelBench {
             c.time("forward", [&] { O::Matmul::forward(ctx(), out, inp, weight, bias, N, C, OC); });
             const act_t* dout = c.acts(size_t(N) * OC, 0.01f);
             act_t* dinp = c.acts(size_t(N) * C);
-            float* dweight = c.floats(size_t(OC) * C, 0.01f);  // added to
+            float* dweight = c.floats(size_t(OC) * C, 0.01f);  // written (see run()), dbias added to
             float* dbias = with_bias ? c.floats(OC, 0.01f) : nullptr;
             c.time("backward",
                    [&] { O::Matmul::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, N, C, OC); });
@@ -662,7 +662,7 @@ class KernelBench {
             const act_t* weight = c.acts(size_t(OC) * C, 0.05f);
             const act_t* dout = c.acts(size_t(N) * OC, 0.01f);
             act_t* dpre = c.acts(size_t(N) * C);
-            float* dweight = c.floats(size_t(OC) * C, 0.01f);  // added to
+            float* dweight = c.floats(size_t(OC) * C, 0.01f);  // written (see run()), dbias added to
             float* dbias = c.floats(OC, 0.01f);
             c.time("backward", [&] {
                 O::MatmulBackwardGelu::backward(ctx(), dpre, dweight, dbias, dout, inp, pre, weight, N, C, OC);
@@ -830,15 +830,21 @@ class KernelBench {
             for (const auto& c : choices) {
                 const auto& a = c.algorithm;
                 if (a.timed == 0) {
-                    std::printf("%-52s %6d  the heuristic's first (%s)\n", c.shape.c_str(), a.candidates,
+                    std::printf("%-52s %6d  the heuristic's first, of %d (%s)\n", c.shape.c_str(), 0, a.candidates,
                                 a.padded        ? "padded copies"
                                 : a.unsupported ? "epilogue unsupported: separate kernels"
-                                : a.candidates <= 1 ? "the only candidate"
-                                                    : "first met adding to C or while recording: not timed");
+                                : a.candidates <= 1
+                                    ? "the only candidate"
+                                    : "first met adding to C, writing what it reads, or while recording: not timed");
                     continue;
                 }
-                std::printf("%-52s %6d %9.4f %8.1f %9.4f %8.1f %6d\n", c.shape.c_str(), a.timed, a.ms_first,
-                            c.flops / (a.ms_first * 1e9), a.ms_chosen, c.flops / (a.ms_chosen * 1e9), a.chosen);
+                char first_ms[32] = "-", first_tflops[32] = "-";  // the first choice may have refused to run
+                if (a.ms_first > 0) {
+                    std::snprintf(first_ms, sizeof(first_ms), "%.4f", a.ms_first);
+                    std::snprintf(first_tflops, sizeof(first_tflops), "%.1f", c.flops / (a.ms_first * 1e9));
+                }
+                std::printf("%-52s %6d %9s %8s %9.4f %8.1f %6d\n", c.shape.c_str(), a.timed, first_ms, first_tflops,
+                            a.ms_chosen, c.flops / (a.ms_chosen * 1e9), a.chosen);
             }
         }
         // Stage 04's epilogues against the plain product and a separate kernel (GemmContext::faster_of).
@@ -868,8 +874,8 @@ class KernelBench {
             j += "\"shape\": " + Logger::json_string(c.shape) + ", \"flops\": " + json_number(c.flops, "%.0f");
             j += ", \"candidates\": " + std::to_string(a.candidates) + ", \"timed\": " + std::to_string(a.timed);
             j += ", \"chosen_rank\": " + std::to_string(a.chosen) + ", \"padded\": " + (a.padded ? "true" : "false");
-            j += ", \"ms_first\": " + (a.timed ? json_number(a.ms_first) : std::string("null"));
-            j += ", \"ms_chosen\": " + (a.timed ? json_number(a.ms_chosen) : std::string("null")) + "}";
+            j += ", \"ms_first\": " + (a.ms_first > 0 ? json_number(a.ms_first) : std::string("null"));
+            j += ", \"ms_chosen\": " + (a.ms_chosen > 0 ? json_number(a.ms_chosen) : std::string("null")) + "}";
         }
         j += first ? "]" : "\n  ]";
         j += ",\n  \"epilogue_or_separate\": [";

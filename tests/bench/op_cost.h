@@ -72,10 +72,12 @@ inline Cost layernorm_backward(const OpSizes& s) {
 inline Cost matmul_forward(const OpSizes& s, double C, double OC, bool bias) {
     return {s.act * (s.N() * C + OC * C + (bias ? OC : 0) + s.N() * OC), 2 * s.N() * C * OC};
 }
-// dinp = dout · weight (written); dweight += doutᵀ · inp and dbias += column sums of dout (fp32,
-// read and written). Two products, each as large as the forward one.
+// dinp = dout · weight (written); dweight = doutᵀ · inp (fp32, written: a step's first backward,
+// as the benchmark runs it; a later micro-batch's also reads it) and dbias += column sums of dout
+// (fp32, read and written). Two products, each as large as the forward one.
 inline Cost matmul_backward(const OpSizes& s, double C, double OC, bool bias) {
-    return {s.act * (s.N() * OC + OC * C + s.N() * C + s.N() * C) + 2 * kFp32Bytes * (OC * C + (bias ? OC : 0)),
+    return {s.act * (s.N() * OC + OC * C + s.N() * C + s.N() * C) + kFp32Bytes * OC * C +
+                2 * kFp32Bytes * (bias ? OC : 0),
             4 * s.N() * C * OC};
 }
 

@@ -503,6 +503,77 @@ void expect_estimate_is_allocation(const char* model, int B, int T, int micro_ba
                                                           << allocated;
 }
 
+// The loss in chunks of rows (S::kLossChunkRows, stage 04 on; common/train/model_graph.h): the
+// LM head's matmuls and the classifier run a chunk of rows at a time, and only one chunk's
+// logits (at least a sequence's) are kept. The CPU reference chunked at 5 rows (fewer than a
+// sequence) and at 48 (more), neither of which divides the case's 128 positions, must train as
+// the whole: the same losses, validation loss, gradients and update, one micro-batch or two.
+template <int kRows>
+struct ChunkedCpuReference : CpuReference {
+    static constexpr int kLossChunkRows = kRows;
+};
+
+template <class Chunked>
+void expect_chunks_train_as_the_whole() {
+    constexpr double kFp32Rel = 1e-5;
+    const test::ReferenceCase c = test::overfit_case();
+    const test::Step0 whole = test::reference_step0<CpuReference>(), chunked = test::reference_step0<Chunked>();
+    EXPECT_TRUE(test::curves_close("step-0 loss", {chunked.loss}, {whole.loss}, kFp32Rel));
+    EXPECT_TRUE(test::rel_l2_close("step-0 gradients", chunked.grads, whole.grads, kFp32Rel));
+    {
+        GPT<Chunked> model(c.config, c.B, c.T);
+        model.set_parameters(c.params);
+        model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+        model.evaluate();
+        EXPECT_TRUE(test::curves_close("validation loss", {model.sync().loss}, {whole.loss}, kFp32Rel));
+    }
+    const test::AccumulationRun a = test::whole_and_accumulated<Chunked>(2);
+    const test::AccumulationRun b = test::whole_and_accumulated<CpuReference>(2);
+    EXPECT_TRUE(test::curves_close("loss of two micro-batches", {a.accumulated.result.loss},
+                                   {b.accumulated.result.loss}, kFp32Rel));
+    EXPECT_TRUE(test::rel_l2_close("gradients of two micro-batches", a.accumulated.grads, b.accumulated.grads,
+                                   kFp32Rel));
+    EXPECT_TRUE(test::rel_l2_close("parameters after a step", a.whole.params, b.whole.params, kFp32Rel));
+}
+
+TEST(LossInChunks, TrainsAsTheWhole) {
+    {
+        SCOPED_TRACE("chunks of 5 rows");
+        expect_chunks_train_as_the_whole<ChunkedCpuReference<5>>();
+    }
+    {
+        SCOPED_TRACE("chunks of 48 rows");
+        expect_chunks_train_as_the_whole<ChunkedCpuReference<48>>();
+    }
+}
+
+// Only one chunk's logits are allocated (but a sequence's at least: text generation reads
+// them), the estimate says so, and what needs more says so in one line.
+TEST(LossInChunks, KeepsOneChunksLogits) {
+    using Chunked = ChunkedCpuReference<5>;
+    const test::ReferenceCase c = test::overfit_case();
+    const size_t Vp = size_t(c.config.padded_vocab(1)), N = size_t(c.B) * c.T;
+    const auto whole = GPT<CpuReference>::memory_needed(c.config, c.B, c.T);
+    const auto chunked = GPT<Chunked>::memory_needed(c.config, c.B, c.T);
+    EXPECT_EQ(whole.buffers - chunked.buffers, (N - size_t(c.T)) * Vp * sizeof(float));
+
+    GPT<Chunked> model(c.config, c.B, c.T);
+    GPT<CpuReference> reference(c.config, c.B, c.T);
+    model.set_parameters(c.params);
+    reference.set_parameters(c.params);
+    model.forward(c.tokens.data(), nullptr, 1, c.T);  // a sequence: its logits are all kept
+    reference.forward(c.tokens.data(), nullptr, 1, c.T);
+    EXPECT_TRUE(test::rel_l2_close("logits of the last position", model.logits_at(0, c.T - 1),
+                                   reference.logits_at(0, c.T - 1), 1e-6));
+    EXPECT_EQ(error_of([&] { model.forward(c.tokens.data(), nullptr, 2, c.T); }),
+              "this stage keeps the logits of 32 positions at a time (its loss works in chunks); a forward "
+              "without targets of 2 x 32 positions needs them all");
+    model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);  // training: no logits kept
+    EXPECT_EQ(error_of([&] { model.logits_at(0, 0); }),
+              "logits_at: the last forward kept no logits (stage cpu_reference computes them a chunk at a time in "
+              "the loss); run a forward without targets");
+}
+
 TEST(Memory, EstimateIsWhatTheCpuModelAllocates) {
     using One = test::AsProcess<CpuReference, 0, 1, 0>;
     expect_estimate_is_allocation<One>("tiny", 8, 64, 1);
@@ -513,6 +584,7 @@ TEST(Memory, EstimateIsWhatTheCpuModelAllocates) {
     expect_estimate_is_allocation<test::AsProcess<CpuReference, 0, 3, 1>>("tiny", 3, 127, 2);
     expect_estimate_is_allocation<test::AsProcess<CpuReference, 2, 3, 1>>("tiny", 3, 127, 2);
     expect_estimate_is_allocation<test::AsProcess<CpuReference, 1, 4, 1>>("d12", 1, 64, 1);  // --zero 1, 4 processes
+    expect_estimate_is_allocation<test::AsProcess<ChunkedCpuReference<5>, 0, 1, 0>>("tiny", 3, 127, 4);
 }
 
 // The trainer's own check (train/memory.h) asks for the process's share: with ZeRO-1 over 5

@@ -1809,24 +1809,35 @@ TEST_F(Model, GradientAccumulation) {
 }
 
 // A step's first backward writes the matmuls' weight gradients (beta = 0) instead of adding them
-// to zeroed memory, and zero_grad() clears only the other gradients (train/gpt.h). So a backward
-// without zero_grad must still add (twice the gradients), and zero_grad then one backward must
-// leave no trace of what was there (once the gradients), tensor by tensor.
-TEST_F(Model, FirstBackwardWritesTheGradients) {
-    SCOPED_TRACE(model_trace());
+// to zeroed memory, and zero_grad() clears only the other gradients (train/gpt.h). So: the
+// gradients of another batch, twice (a backward without zero_grad must add: twice the first),
+// then zero_grad and one backward of the reference batch must give the CPU reference's
+// gradients tensor by tensor, with no trace of the other batch's, and its loss. Before that, the
+// validation loss (forward, evaluate) against the CPU's.
+template <class Stage>
+void expect_first_backward_writes_the_gradients() {
     const double tol = gpt::test::model_rel_l2(kPrecision);
     const gpt::test::ReferenceCase c = gpt::test::overfit_case();
-    gpt::GPT<TestStage> model(c.config, c.B, c.T);
+    const gpt::test::Step0 cpu = gpt::test::reference_step0<gpt::CpuReference>();
+    gpt::GPT<Stage> model(c.config, c.B, c.T);
     model.set_parameters(c.params);
-    auto backward = [&](bool zero_grad_first) {
+    model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+    model.evaluate();
+    const double validation_loss = model.sync().loss;
+    EXPECT_TRUE(gpt::test::curves_close("validation loss vs the CPU", {validation_loss}, {cpu.loss}, tol));
+
+    Rng rng(test_seed());
+    const std::vector<int> other = random_tokens(rng, c.tokens.size(), c.config.vocab_size);
+    double loss = 0;
+    auto backward = [&](const std::vector<int>& tokens, bool zero_grad_first) {
         if (zero_grad_first) model.zero_grad();
-        model.forward(c.tokens.data(), c.tokens.data() + 1, c.B, c.T);
+        model.forward(tokens.data(), tokens.data() + 1, c.B, c.T);
         model.backward(1.0f / float(c.B * c.T));
-        model.sync();
+        loss = model.sync().loss;
         return model.gradients();
     };
-    const Vec once = backward(true), twice = backward(false), again = backward(true);
-    const Vec reference = gpt::test::reference_step0<gpt::CpuReference>().grads;
+    const Vec once = backward(other, true), twice = backward(other, false), reference = backward(c.tokens, true);
+    EXPECT_TRUE(gpt::test::curves_close("loss over the other batch's gradients vs the CPU", {loss}, {cpu.loss}, tol));
     const gpt::ParamLayout layout(c.config);
     for (int t = 0; t < gpt::kNumParamTensors; ++t) {
         const auto begin = layout.offset[t], end = begin + layout.size[t];
@@ -1836,26 +1847,46 @@ TEST_F(Model, FirstBackwardWritesTheGradients) {
             return p;
         };
         const std::string name = gpt::ParamLayout::name(t);
-        EXPECT_TRUE(gpt::test::rel_l2_close("first backward's gradient of " + name, part(once, 1), part(reference, 1),
-                                            tol));
         EXPECT_TRUE(gpt::test::rel_l2_close("a second backward adds, " + name, part(twice, 1), part(once, 2), tol));
-        EXPECT_TRUE(gpt::test::rel_l2_close("zero_grad, then a backward over leftovers, " + name, part(again, 1),
-                                            part(once, 1), tol));
+        EXPECT_TRUE(gpt::test::rel_l2_close("zero_grad, then a backward over another batch's, " + name,
+                                            part(reference, 1), part(cpu.grads, 1), tol));
     }
+}
+
+TEST_F(Model, FirstBackwardWritesTheGradients) {
+    SCOPED_TRACE(model_trace());
+    EXPECT_TRUE(gpt::GPT<TestStage>::kFirstBackwardWrites)
+        << "the stage's matmuls do not follow weight_gradient_beta: every step clears all gradients";
+    expect_first_backward_writes_the_gradients<TestStage>();
+}
+
+// The loss in chunks of rows (S::kLossChunkRows: stage 04 on, common/train/model_graph.h), in
+// every stage at chunks of 7 rows, which divide none of the case's 128 positions: each chunk's
+// rows of logits, losses and dlnf land in their place, and the first chunk writes wte's gradient
+// in a step's first backward while the others add. (Captured as a CUDA Graph too: below.)
+struct SevenRowChunks : TestStage {
+    static constexpr int kLossChunkRows = 7;
+};
+
+TEST_F(Model, LossInChunksMatchesTheCpu) {
+    SCOPED_TRACE(model_trace());
+    expect_first_backward_writes_the_gradients<SevenRowChunks>();
 }
 
 // The stage with the opposite kCaptureStep: a step recorded once as a CUDA Graph and replayed
 // must train exactly as the same step queued op by op. Recording fails if anything in the step
 // makes the host wait (a synchronisation, a copy from pageable memory, an allocation), so this
-// test also holds every stage to one synchronisation per step.
-struct OtherCapture : TestStage {
-    static constexpr bool kCaptureStep = !TestStage::kCaptureStep;
+// test also holds every stage to one synchronisation per step. Also with the loss in chunks of 7
+// rows, so that a recorded step holds several chunks (the test case has one at 8192).
+template <class Stage>
+struct OtherCapture : Stage {
+    static constexpr bool kCaptureStep = !Stage::kCaptureStep;
 };
 
-TEST_F(Model, CapturedStepMatchesUncaptured) {
-    SCOPED_TRACE(model_trace());
-    using Captured = std::conditional_t<TestStage::kCaptureStep, TestStage, OtherCapture>;
-    using Uncaptured = std::conditional_t<TestStage::kCaptureStep, OtherCapture, TestStage>;
+template <class Stage>
+void expect_captured_step_matches_uncaptured() {
+    using Captured = std::conditional_t<Stage::kCaptureStep, Stage, OtherCapture<Stage>>;
+    using Uncaptured = std::conditional_t<Stage::kCaptureStep, OtherCapture<Stage>, Stage>;
     const double tol = gpt::test::model_rel_l2(kPrecision);
     const gpt::test::ReferenceCase c = gpt::test::overfit_case();
     Rng rng(test_seed());
@@ -1887,6 +1918,16 @@ TEST_F(Model, CapturedStepMatchesUncaptured) {
     }
     EXPECT_TRUE(
         gpt::test::rel_l2_close("parameters after 5 steps", captured.parameters(), uncaptured.parameters(), tol));
+}
+
+TEST_F(Model, CapturedStepMatchesUncaptured) {
+    SCOPED_TRACE(model_trace());
+    expect_captured_step_matches_uncaptured<TestStage>();
+}
+
+TEST_F(Model, CapturedStepInChunksMatchesUncaptured) {
+    SCOPED_TRACE(model_trace());
+    expect_captured_step_matches_uncaptured<SevenRowChunks>();
 }
 
 // ---- the padded vocabulary ------------------------------------------------------------------------
