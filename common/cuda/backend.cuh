@@ -92,8 +92,11 @@ struct CudaBackend {
     static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }  // cuBLASLt's workspace included
     // For the banner: how a matmul's algorithm is chosen (common/cuda/gemm.cuh).
     static std::string matmul_algorithm() {
+        if (!cuda::matmul_timing_on())
+            return "cuBLASLt, per shape its heuristic's first choice (GPT_MATMUL_TIMING=off)";
         return "cuBLASLt, per shape the fastest of its heuristic's first " +
-               std::to_string(cuda::GemmContext::kCandidates) + ", timed on the shape's first call (common/cuda/gemm.cuh)";
+               std::to_string(cuda::GemmContext::kCandidates) +
+               ", timed on the shape's first call (common/cuda/gemm.cuh)";
     }
     // For the op table: which file defines the stage's matmul arithmetic.
     template <class Stage>

@@ -20,7 +20,9 @@
 // algorithm writes C, so only a call that overwrites C (beta = 0) and does not read what it
 // writes is timed; a shape first met with beta != 0, or while a graph is recorded, keeps the
 // heuristic's first choice. The weight gradients qualify because a step's first backward writes
-// them with beta = 0 (train/gpt.h, zero_grad).
+// them with beta = 0 (train/gpt.h, zero_grad). With GPT_MATMUL_TIMING=off in the environment
+// nothing is timed: the heuristic's first choice, the same from run to run (and the sanitizer
+// runs, under which every timed run is slow, set it).
 //
 // Epilogues (stage 04): cuBLASLt can finish a product in the same kernel, before the result
 // leaves the chip: add a bias, apply GELU (keeping its input for backward), apply GELU's
@@ -35,6 +37,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -140,6 +143,15 @@ void copy_matrices(cudaStream_t stream, T* dst, long long dst_ld, long long dst_
 
 }  // namespace detail
 
+// Whether matmul algorithms are chosen by timing (the top of this file): unless the environment
+// says GPT_MATMUL_TIMING=off.
+inline bool matmul_timing_on() {
+    const char* value = std::getenv("GPT_MATMUL_TIMING");
+    if (!value || std::string(value) == "on") return true;
+    if (std::string(value) == "off") return false;
+    throw Error(std::string("GPT_MATMUL_TIMING is '") + value + "'; it takes on or off");
+}
+
 // cuBLASLt handle, workspace and the algorithm chosen for each problem shape. One stream at a
 // time: the padded copies of all shapes share one scratch area.
 class GemmContext {
@@ -149,7 +161,9 @@ class GemmContext {
     static constexpr int kTimedRuns = 3;   // runs of each, after one untimed run (which loads its kernel)
 
     // The workspace is a DeviceBuffer, so the reported peak device memory includes it.
-    GemmContext() : workspace_(kWorkspaceBytes) { CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+    GemmContext() : workspace_(kWorkspaceBytes), time_candidates_(matmul_timing_on()) {
+        CUBLAS_CHECK(cublasLtCreate(&handle_));
+    }
     ~GemmContext() {
         for (auto& [key, p] : plans_) p.release();
         cublasLtDestroy(handle_);
@@ -176,8 +190,8 @@ class GemmContext {
     // For tests: shapes first seen from now on run on padded copies, as if cuBLASLt had no
     // algorithm for them.
     void force_padded_copies(bool on) { force_padded_ = on; }
-    // For tests and the benchmark: shapes first seen from now on keep the heuristic's first
-    // choice (false) instead of the fastest of its candidates (true, the default), and
+    // For tests: shapes first seen from now on keep the heuristic's first choice (false) instead
+    // of the fastest of its candidates (true: the default unless GPT_MATMUL_TIMING=off), and
     // faster_of() prefers its first way untimed.
     void time_candidates(bool on) { time_candidates_ = on; }
 
@@ -483,7 +497,7 @@ class GemmContext {
     std::map<Key, Plan> plans_;
     std::set<std::string> reported_;  // notes already printed on stderr
     bool force_padded_ = false;
-    bool time_candidates_ = true;
+    bool time_candidates_;
     std::vector<WayChoice> ways_;  // faster_of()'s answers
     Algorithm last_;
 };

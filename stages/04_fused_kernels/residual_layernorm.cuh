@@ -152,8 +152,10 @@ __device__ inline int partial_slot(int i, int j, int packs) { return j * packs +
 // at once, so a block sees many rows: the column sums build up in the block (registers, then
 // shared memory) and reach global memory with one atomicAdd per column per block, not per row.
 // A row's own sums (the mean_c) need only its warp, since mean and rstd come saved from the forward.
+// __launch_bounds__(kThreads, 2): two blocks an SM, so at most 128 registers a thread; a
+// compiler that needs more must spill (which ptxas reports) rather than halve the warps quietly.
 template <class Act, int kVec, int kSummed, bool kCached>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     layernorm_backward_kernel(Act* dinp, float* dweight, float* dbias, const Act* dout, const Act* inp,
                               const Act* weight, const float* mean, const float* rstd, int N, int C) {
     static_assert(!kCached || kSummed > 0, "a row in registers is a row of at most 32·kSummed packs");
