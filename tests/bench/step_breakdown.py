@@ -314,6 +314,35 @@ def print_table(stages, ladder, ladder_note, detail, out=None):
                 emit(f"  {name:<38} {'':>10} {'-':>4} {'':>9}  not counted: {why}")
 
 
+
+def draw_bar(svg, X, y, bar_h, groups, values):
+    """One stacked bar at height y: a segment per group of `groups` (key, label, colour) with a
+    positive value in `values`, left to right from 0, each labelled with its ms where it fits."""
+    x = 0.0
+    for key, _, colour in groups:
+        v = values.get(key, 0.0)
+        if v <= 0:
+            continue
+        wide = X(x + v) - X(x)
+        svg.rect(X(x), y, wide, bar_h, colour, stroke="white", width=0.8)
+        label = f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+        if wide >= 7.5 * len(label) + 6:
+            dark = key in ("gelu_residual", "lm_head", "other")  # light colours
+            svg.text(X(x) + wide / 2, y + bar_h / 2 + 4, label, size=11, anchor="middle",
+                     colour="#222" if dark else "white")
+        x += v
+
+
+def draw_ladder_mark(svg, X, y, bar_h, measured):
+    """The ladder's measured ms/step across a bar at height y: a line with a marker and its value."""
+    if measured is None:
+        return
+    mx = X(measured)
+    svg.line(mx, y - 7, mx, y + bar_h + 7, colour="#222", width=2.0)
+    svg.add(f'<path d="M {mx - 5:.1f} {y - 12:.1f} L {mx + 5:.1f} {y - 12:.1f} L {mx:.1f} {y - 5:.1f} Z" '
+            'fill="#222"/>')
+    svg.text(mx + 7, y - 4, f"ladder {measured:.1f}", size=10, colour="#222")
+
 def draw(stages, ladder, ladder_note, left_out, path):
     # The ladder's ms/step of the stages drawn here, where it has them.
     ladder = {s.number: ladder[s.number] for s in stages if ladder and s.number in ladder}
@@ -354,30 +383,13 @@ def draw(stages, ladder, ladder_note, left_out, path):
         # Dark, not the stage's colour of plot.py: here the colours are the op groups'.
         svg.text(left - 12, y + bar_h / 2 - 2, f"stage {s.number}", size=13, anchor="end", weight="bold")
         svg.text(left - 12, y + bar_h / 2 + 13, s.short, size=11, anchor="end", colour="#444")
-        x = 0.0
-        for key, _, colour in GROUPS:
-            v = s.groups[key]
-            if v <= 0:
-                continue
-            svg.rect(X(x), y, X(x + v) - X(x), bar_h, colour, stroke="white", width=0.8)
-            wide = X(x + v) - X(x)
-            label = f"{v:.0f}" if v >= 10 else f"{v:.1f}"
-            if wide >= 7.5 * len(label) + 6:
-                dark = key in ("gelu_residual", "lm_head")
-                svg.text(X(x) + wide / 2, y + bar_h / 2 + 4, label, size=11, anchor="middle",
-                         colour="#222" if dark else "white")
-            x += v
+        draw_bar(svg, X, y, bar_h, GROUPS, s.groups)
         total = f"sum {s.total:.1f} ms" + (" (incomplete)" if s.problems else "")
         measured = ladder.get(s.number)
         label_x = X(max(s.total, measured or 0)) + 8
         svg.text(label_x, y + bar_h / 2 + 4, total, size=12, weight="bold",
                  colour="#b00" if s.problems else "#222")
-        if measured is not None:
-            mx = X(measured)
-            svg.line(mx, y - 7, mx, y + bar_h + 7, colour="#222", width=2.0)
-            svg.add(f'<path d="M {mx - 5:.1f} {y - 12:.1f} L {mx + 5:.1f} {y - 12:.1f} L {mx:.1f} {y - 5:.1f} Z" '
-                    'fill="#222"/>')
-            svg.text(mx + 7, y - 4, f"ladder {measured:.1f}", size=10, colour="#222")
+        draw_ladder_mark(svg, X, y, bar_h, measured)
 
     # Legend: the groups in two columns, then the ladder's mark.
     ly = top + ph + 66

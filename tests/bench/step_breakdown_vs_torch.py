@@ -59,7 +59,8 @@ sys.path.insert(0, HERE)  # step_breakdown.py and plot.py, next to this file
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from plot import Svg, fmt_tick, nice_ticks  # noqa: E402
-from step_breakdown import GROUP_SHORT, GROUPS, N_LAYER, Stage, read_ladder  # noqa: E402
+from step_breakdown import (GROUP_SHORT, GROUPS, N_LAYER, Stage, draw_bar, draw_ladder_mark,  # noqa: E402
+                            read_ladder)
 
 PROG = "step_breakdown_vs_torch.py"
 
@@ -447,28 +448,11 @@ def draw(cpp, torch, ladder, problems, path):
         svg.text(left - 12, y + bar_h / 2 - 2, name, size=13, anchor="end", weight="bold")
         svg.text(left - 12, y + bar_h / 2 + 13, sub if len(sub) <= 22 else sub[:21] + "…", size=11, anchor="end",
                  colour="#444")
-        x = 0.0
-        for key, _, colour in ALL_GROUPS:
-            v = groups.get(key, 0.0)
-            if v <= 0:
-                continue
-            wide = X(x + v) - X(x)
-            svg.rect(X(x), y, wide, bar_h, colour, stroke="white", width=0.8)
-            label = f"{v:.0f}" if v >= 10 else f"{v:.1f}"
-            if wide >= 7.5 * len(label) + 6:
-                dark = key in ("gelu_residual", "lm_head", "other")
-                svg.text(X(x) + wide / 2, y + bar_h / 2 + 4, label, size=11, anchor="middle",
-                         colour="#222" if dark else "white")
-            x += v
+        draw_bar(svg, X, y, bar_h, ALL_GROUPS, groups)
         total = sum(groups.values())
         svg.text(X(max(total, measured or 0)) + 8, y + bar_h / 2 + 4, f"sum {total:.1f} ms", size=12,
                  weight="bold")
-        if measured is not None:
-            mx = X(measured)
-            svg.line(mx, y - 7, mx, y + bar_h + 7, colour="#222", width=2.0)
-            svg.add(f'<path d="M {mx - 5:.1f} {y - 12:.1f} L {mx + 5:.1f} {y - 12:.1f} L {mx:.1f} {y - 5:.1f} Z" '
-                    'fill="#222"/>')
-            svg.text(mx + 7, y - 4, f"ladder {measured:.1f}", size=10, colour="#222")
+        draw_ladder_mark(svg, X, y, bar_h, measured)
     ly = top + ph + 66
     col_w = (W - 48) / 2
     for gi, (key, label, colour) in enumerate(ALL_GROUPS):

@@ -1,12 +1,16 @@
 """Running a bench script under test: as a program, or its main() in this process.
 
-Shared by the self-tests of tests/bench/step_breakdown.py and tests/bench/roofline.py.
+Shared by the self-tests of tests/bench/step_breakdown.py, step_breakdown_vs_torch.py and roofline.py.
 Python 3 standard library only.
 """
 import contextlib
 import io
+import json
+import os
 import subprocess
 import sys
+import tempfile
+import unittest
 
 
 def run(script, *args):
@@ -24,3 +28,19 @@ def call(main, *args):
         except SystemExit as exc:  # argparse
             code = exc.code
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+class InputFiles(unittest.TestCase):
+    """A test case whose input files live in a temporary directory, removed after each test."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+
+    def write(self, name, data):
+        """data (a str as it is, anything else as JSON) into the file `name` there; its path."""
+        path = os.path.join(self.dir, name)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(data if isinstance(data, str) else json.dumps(data))
+        return path

@@ -129,17 +129,7 @@ class CommittedResults(unittest.TestCase):
                             "the script draws; run: " + REDRAW)
 
 
-class MadeUpFiles(unittest.TestCase):
-    def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-
-    def write(self, name, data):
-        path = os.path.join(self.dir, name)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(data if isinstance(data, str) else json.dumps(data))
-        return path
+class MadeUpFiles(script_harness.InputFiles):
 
     def svg(self, name="a.svg"):
         return os.path.join(self.dir, name)

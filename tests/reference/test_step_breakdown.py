@@ -15,7 +15,6 @@ a temporary directory.
 """
 
 import copy
-import json
 import os
 import re
 import sys
@@ -116,17 +115,7 @@ class CommittedResults(unittest.TestCase):
                             "what the script draws; run: " + REDRAW)
 
 
-class MadeUpFiles(unittest.TestCase):
-    def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-
-    def write(self, name, data):
-        path = os.path.join(self.dir, name)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        return path
+class MadeUpFiles(script_harness.InputFiles):
 
     def test_unfused_slots_count_their_single_ops(self):
         r = call("--out", os.path.join(self.dir, "a.svg"), self.write("s.json", made_up("03_x", fused=False)))

@@ -315,17 +315,7 @@ class Grouping(unittest.TestCase):
         self.assertEqual([key for key, _, _ in vs.ALL_GROUPS[:-1]], [key for key, _, _ in step_breakdown.GROUPS])
 
 
-class Page(unittest.TestCase):
-    def setUp(self):
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.dir = tmp.name
-
-    def write(self, name, data):
-        path = os.path.join(self.dir, name)
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f)
-        return path
+class Page(script_harness.InputFiles):
 
     def test_the_page_of_a_made_up_run(self):
         out_dir = os.environ.get("STEP_BREAKDOWN_VS_TORCH_OUT") or self.dir
