@@ -26,11 +26,7 @@ int main(int argc, char** argv) {
             gpt::cli::text("--dtype", "TYPE",
                            "element type of the llm.c file written: fp32 (version 3) or bf16 (version 5, "
                            "rounded to nearest even); fp32 when not given",
-                           dtype,
-                           [](const std::string& v) {
-                               if (v != "fp32" && v != "bf16")
-                                   throw gpt::Error("option --dtype: '" + v + "' is neither fp32 nor bf16");
-                           }),
+                           dtype, gpt::cli::either("--dtype", "fp32", "bf16")),
         };
         if (gpt::cli::parse(argc, argv, options, false).help) {
             std::printf("usage: gpt_llmc --in PATH --out PATH [--padded-vocab VP] [--dtype fp32|bf16]\n\n"

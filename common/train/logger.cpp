@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "util/error.h"
+#include "util/json.h"
 
 namespace gpt {
 
@@ -87,26 +88,6 @@ void Logger::event(const std::string& type, const std::string& json_fields) {
     write_line("{\"type\": " + json_string(type) + (json_fields.empty() ? "" : ", ") + json_fields + "}\n");
 }
 
-std::string Logger::json_string(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += static_cast<char>(c);  // UTF-8 passes through
-                }
-        }
-    }
-    return out + "\"";
-}
+std::string Logger::json_string(const std::string& s) { return gpt::json_string(s); }
 
 }  // namespace gpt

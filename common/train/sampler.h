@@ -11,27 +11,9 @@
 #include "train/gpt.h"
 #include "util/error.h"
 #include "util/rng.h"
+#include "util/utf8.h"  // sanitize_utf8
 
 namespace gpt {
-
-// Replaces bytes that are not valid UTF-8 (a sample may stop inside a character) with U+FFFD.
-inline std::string sanitize_utf8(const std::string& s) {
-    std::string out;
-    for (size_t i = 0; i < s.size();) {
-        const unsigned char c = s[i];
-        const int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-        bool ok = len > 0 && i + len <= s.size();
-        for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) >> 6) == 0x2;
-        if (ok) {
-            out.append(s, i, len);
-            i += len;
-        } else {
-            out += "\xEF\xBF\xBD";
-            ++i;
-        }
-    }
-    return out;
-}
 
 // Picks a token from logits: keep the top_k largest (0: all), softmax at the temperature, draw.
 inline int sample_token(const std::vector<float>& logits, float temperature, int top_k, Rng& rng) {

@@ -17,6 +17,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "util/error.h"
+
 namespace gpt::cli {
 
 struct Option {
@@ -97,6 +99,14 @@ Option real(const std::string& name, const std::string& metavar, const std::stri
 // throwing gpt::Error. An empty field shows as "none" in --help.
 Option text(const std::string& name, const std::string& metavar, const std::string& help, std::string& field,
             std::function<void(const std::string&)> check = nullptr);
+
+// A check for text(): the value is `a` or `b` ("option --dtype: 'fp16' is neither fp32 nor bf16").
+inline std::function<void(const std::string&)> either(const std::string& name, const std::string& a,
+                                                      const std::string& b) {
+    return [=](const std::string& v) {
+        if (v != a && v != b) throw Error("option " + name + ": '" + v + "' is neither " + a + " nor " + b);
+    };
+}
 
 // The same option, but one that must be given.
 inline Option required(Option option) {

@@ -1,7 +1,8 @@
-// A small, strict JSON reader: the GPT-2 vocabulary (encoder.json), and the files the project
-// writes itself (reference curves, benchmark results). Objects, arrays, numbers, strings with
-// every JSON escape (surrogate pairs too), true/false/null. Errors are one line with the byte
-// offset; parse_file() puts the file's name in front.
+// A small, strict JSON reader: the GPT-2 vocabulary (encoder.json), Hugging Face's config.json
+// and safetensors headers, and the files the project writes itself (reference curves, benchmark
+// results). UTF-8 text only; objects, arrays, numbers, strings with every JSON escape (surrogate
+// pairs too), true/false/null. Errors are one line with the byte offset; parse_file() puts the
+// file's name in front.
 //
 // Why our own and not a library: the GPU machines that build this project may have no
 // internet and no extra packages, and one short header is easy to read. Since it reads files a user
@@ -19,26 +20,33 @@
 
 #include "util/error.h"
 #include "util/file.h"
+#include "util/utf8.h"
 
 namespace gpt {
 
-// Appends code point cp as UTF-8.
-inline void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
+// s as a JSON string, quotes included: what JSON needs escaped is escaped, UTF-8 passes through,
+// and a byte that is not UTF-8 (a text sample may stop inside a character) becomes U+FFFD, so
+// that the reader above takes back whatever was written.
+inline std::string json_string(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : sanitize_utf8(s)) {
+        switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            default:
+                if (c < 0x20) {
+                    char buf[8];
+                    std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+                    out += buf;
+                } else {
+                    out += static_cast<char>(c);  // UTF-8 passes through
+                }
+        }
     }
+    return out + "\"";
 }
 
 struct Json {
@@ -71,11 +79,20 @@ struct Json {
         return out;
     }
 
-    static Json parse(std::string_view text) {
+    // max_values: a tighter bound for a text whose size allows more values than its kind ever
+    // holds (a safetensors header).
+    static Json parse(std::string_view text, size_t max_values = kMaxValues) {
         if (text.size() > kMaxBytes)
             throw Error("JSON text of " + std::to_string(text.size()) + " bytes, more than the " +
                         std::to_string(kMaxBytes) + " this reader accepts");
+        if (const size_t bad = first_invalid_utf8(text); bad < text.size()) {
+            char code[8];
+            std::snprintf(code, sizeof(code), "0x%02x", static_cast<unsigned char>(text[bad]));
+            throw Error("JSON text is not UTF-8: byte " + std::to_string(bad) + " (" + code +
+                        ") does not begin a well-formed character");
+        }
         Reader r{text};
+        r.max_values = max_values;
         Json value = r.value();
         r.space();
         if (r.at != text.size()) r.fail("unexpected text after the value");
@@ -96,6 +113,7 @@ struct Json {
         size_t at = 0;
         int depth = 0;      // arrays and objects open around the current position
         size_t values = 0;  // values read so far
+        size_t max_values = kMaxValues;
 
         [[noreturn]] void fail(const std::string& what) const {
             throw Error("malformed JSON at byte " + std::to_string(at) + ": " + what);
@@ -223,7 +241,7 @@ struct Json {
         Json value() {
             space();
             if (at >= s.size()) fail("unexpected end");
-            if (++values > kMaxValues) fail("more than " + std::to_string(kMaxValues) + " values");
+            if (++values > max_values) fail("more than " + std::to_string(max_values) + " values");
             Json v;
             const char c = s[at];
             if (c == '{') {

@@ -230,6 +230,19 @@ TEST(JsonReader, UnprintableBytesAreShownByTheirCode) {
     EXPECT_CONTAINS(error_of([] { Json::parse("[x]"); }), "unexpected 'x'");
 }
 
+// JSON is UTF-8 (the Unicode standard's well-formed sequences only), and what the project
+// writes as JSON (json_string: the log's samples may stop inside a character) reads back.
+TEST(JsonReader, TextIsUtf8AndWhatIsWrittenReadsBack) {
+    EXPECT_NO_THROW(Json::parse("[\"a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"]"));  // 2, 3 and 4 bytes
+    for (const char* bad : {"\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xff", "\xc3", "\x80"})
+        EXPECT_CONTAINS(error_of([&] { Json::parse(std::string("[\"x") + bad + "\"]"); }),
+                        "JSON text is not UTF-8: byte 3")
+            << bad;
+    const std::string sample = std::string("cut \xe2\x82") + " overlong \xc0\xaf";
+    EXPECT_EQ(Json::parse(json_string(sample)).string, "cut \xef\xbf\xbd\xef\xbf\xbd overlong \xef\xbf\xbd\xef\xbf\xbd");
+    EXPECT_EQ(sanitize_utf8("caf\xc3\xa9"), "caf\xc3\xa9");
+}
+
 TEST(JsonReader, FileErrorsNameTheFile) {
     const fs::path dir = scratch_dir();
     const std::string path = (dir / "bad.json").string();
