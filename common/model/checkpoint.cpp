@@ -7,6 +7,7 @@
 
 #include "model/llmc.h"
 #include "model/params.h"
+#include "model/safetensors.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/fnv.h"
@@ -127,10 +128,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     const std::string where = "checkpoint " + path + ": ";
     std::ifstream in = open_regular_file(path, "checkpoint");
     Header header;
-    if (!in.read(reinterpret_cast<char*>(header), sizeof(header))) throw Error(where + "truncated header");
-    if (header[kMagic] == kLlmcMagic)  // a run cannot continue from weights alone
+    const bool whole = bool(in.read(reinterpret_cast<char*>(header), sizeof(header)));
+    const auto got = static_cast<size_t>(in.gcount());
+    // A run cannot continue from weights alone.
+    if (got >= 4 && header[kMagic] == kLlmcMagic)
         throw Error(where + "an llm.c model file (magic " + std::to_string(kLlmcMagic) +
                     "), not a checkpoint of this project: it holds parameters only; start from it with --init");
+    if (looks_like_safetensors(reinterpret_cast<const unsigned char*>(header), got) && header[kMagic] != kCheckpointMagic)
+        throw Error(where + "a safetensors file, not a checkpoint of this project: it holds parameters only; "
+                            "start from it with --init");
+    if (!whole) throw Error(where + "truncated header");
     if (header[kMagic] != kCheckpointMagic)
         throw Error(where + "bad magic " + std::to_string(header[kMagic]) + " (not a checkpoint)");
     if (header[kVersion] != kCheckpointVersion)

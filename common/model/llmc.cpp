@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "model/params.h"
+#include "model/safetensors.h"
 #include "util/bf16.h"
 #include "util/error.h"
 #include "util/file.h"
@@ -135,13 +136,8 @@ void save_llmc_model(const std::string& path, const GPTConfig& config, const std
     const std::string bad = first_non_finite(params, config, "parameter");
     if (!bad.empty()) throw Error(where + bad);
     if (version == kLlmcVersionBf16)
-        for (size_t i = 0; i < params.size(); ++i)
-            if (!std::isfinite(round_to_bf16(params[i]))) {
-                char value[32];
-                std::snprintf(value, sizeof(value), "%g", params[i]);
-                throw Error(where + "parameter " + param_position(config, i) + " is " + value +
-                            ", beyond the range of bf16");
-            }
+        if (const std::string beyond = first_beyond_bf16(params, config, "parameter"); !beyond.empty())
+            throw Error(where + beyond);
 
     int32_t h[kHeaderInts] = {};
     h[kMagic] = kLlmcMagic;
@@ -181,17 +177,45 @@ void save_llmc_model(const std::string& path, const GPTConfig& config, const std
 }
 
 ModelFileKind model_file_kind(const std::string& path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+        if (!std::filesystem::exists(hf_model_file(path), ec))
+            load_hf_gpt2(path);  // throws the error that says what the directory lacks
+        return ModelFileKind::kSafetensors;
+    }
     std::ifstream in = open_regular_file(path, "");
+    unsigned char head[64] = {};
+    in.read(reinterpret_cast<char*>(head), sizeof(head));
+    const auto got = static_cast<size_t>(in.gcount());
     int32_t magic = 0;
-    const bool whole_word = bool(in.read(reinterpret_cast<char*>(&magic), sizeof(magic)));
-    if (whole_word && magic == kCheckpointMagic) return ModelFileKind::kCheckpoint;
-    if (whole_word && magic == kLlmcMagic) return ModelFileKind::kLlmc;
+    std::memcpy(&magic, head, sizeof(magic));
+    if (got >= sizeof(magic) && magic == kCheckpointMagic) return ModelFileKind::kCheckpoint;
+    if (got >= sizeof(magic) && magic == kLlmcMagic) return ModelFileKind::kLlmc;
+    if (looks_like_safetensors(head, got)) return ModelFileKind::kSafetensors;
     throw Error(path + ": neither a checkpoint of this project (magic " + std::to_string(kCheckpointMagic) +
-                ") nor an llm.c model file (magic " + std::to_string(kLlmcMagic) + ")");
+                "), an llm.c model file (magic " + std::to_string(kLlmcMagic) +
+                ") nor a safetensors file (a header length, then '{')");
 }
 
-Checkpoint load_model_file(const std::string& path) {
-    return model_file_kind(path) == ModelFileKind::kCheckpoint ? load_checkpoint(path) : load_llmc_model(path);
+Checkpoint load_model_file(const std::string& path, std::vector<std::string>* notes) {
+    switch (model_file_kind(path)) {
+        case ModelFileKind::kCheckpoint: return load_checkpoint(path);
+        case ModelFileKind::kLlmc: {
+            LlmcFormat format;
+            Checkpoint c = load_llmc_model(path, &format);
+            if (notes)
+                notes->push_back(path + ": llm.c model file version " + std::to_string(format.version) + " (" +
+                                 element_name(format.version) + "), Vp " + std::to_string(format.padded_vocab) +
+                                 (format.padded_vocab > c.config.vocab_size ? ", the padded rows dropped" : ""));
+            return c;
+        }
+        case ModelFileKind::kSafetensors: {
+            HfImport imported = load_hf_gpt2(path);
+            if (notes) notes->insert(notes->end(), imported.notes.begin(), imported.notes.end());
+            return std::move(imported.checkpoint);
+        }
+    }
+    throw Error(path + ": unknown kind of model file");
 }
 
 }  // namespace gpt

@@ -1,7 +1,8 @@
 // llm.c model files (docs/formats.md, "llm.c model files"): GPT-2 weights as llm.c distributes
 // them (gpt2_124M.bin, gpt2_124M_bf16.bin), so that a run can start from GPT-2's released
 // parameters. The 16 tensors are those of our layout, in our order, but wte holds Vp rows (the
-// padded vocabulary) and the elements may be bf16.
+// padded vocabulary) and the elements may be bf16. Also what tells model files apart (--init
+// takes three kinds).
 #pragma once
 #include <string>
 #include <vector>
@@ -34,13 +35,16 @@ Checkpoint load_llmc_model(const std::string& path, LlmcFormat* format = nullptr
 void save_llmc_model(const std::string& path, const GPTConfig& config, const std::vector<float>& params,
                      int padded_vocab, int version = kLlmcVersionFp32);
 
-// The kind of a model file, by its magic number; anything else (a file shorter than 4 bytes too)
-// is a gpt::Error naming both formats.
-enum class ModelFileKind { kCheckpoint, kLlmc };
+// The kind of a model file: by its magic number (a checkpoint, an llm.c model file), or a
+// safetensors file (an 8-byte header length, then '{'), or a directory holding model.safetensors
+// (Hugging Face's layout). Anything else (a file shorter than 4 bytes too) is a gpt::Error naming
+// the three formats.
+enum class ModelFileKind { kCheckpoint, kLlmc, kSafetensors };
 ModelFileKind model_file_kind(const std::string& path);
 
-// Either kind of model file: a checkpoint of this project (load_checkpoint) or an llm.c model
-// file (load_llmc_model).
-Checkpoint load_model_file(const std::string& path);
+// Any kind of model file: a checkpoint of this project (load_checkpoint), an llm.c model file
+// (load_llmc_model) or GPT-2 in Hugging Face's safetensors layout (load_hf_gpt2). `notes`, if
+// given, receives what was read, one line each, for the banner (nothing for a checkpoint).
+Checkpoint load_model_file(const std::string& path, std::vector<std::string>* notes = nullptr);
 
 }  // namespace gpt

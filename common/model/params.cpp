@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
+#include "util/bf16.h"
 #include "util/error.h"
 #include "util/rng.h"
 
@@ -76,6 +78,16 @@ std::string first_non_finite(const std::vector<float>& values, const GPTConfig& 
     for (size_t i = 0; i < values.size(); ++i)
         if (!std::isfinite(values[i]))
             return std::string(what) + " " + param_position(config, i) + " is " + (std::isnan(values[i]) ? "nan" : "inf");
+    return "";
+}
+
+std::string first_beyond_bf16(const std::vector<float>& values, const GPTConfig& config, const char* what) {
+    for (size_t i = 0; i < values.size(); ++i)
+        if (!std::isfinite(round_to_bf16(values[i]))) {
+            char value[32];
+            std::snprintf(value, sizeof(value), "%g", values[i]);
+            return std::string(what) + " " + param_position(config, i) + " is " + value + ", beyond the range of bf16";
+        }
     return "";
 }
 

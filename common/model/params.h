@@ -43,4 +43,8 @@ std::string param_position(const GPTConfig& config, size_t index);
 // nan"); `values` in the file layout of `config` (parameters, or an AdamW moment of them).
 std::string first_non_finite(const std::vector<float>& values, const GPTConfig& config, const char* what);
 
+// "" when every value rounds to a finite bf16, else the first that does not ("parameter 3 of
+// wpe is 3.4e+38, beyond the range of bf16"): for files written in bf16.
+std::string first_beyond_bf16(const std::vector<float>& values, const GPTConfig& config, const char* what);
+
 }  // namespace gpt

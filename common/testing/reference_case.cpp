@@ -61,6 +61,8 @@ std::string scratch_dir(const std::string& group) {
 
 std::string reference_output_dir() { return env_or("GPT_TEST_OUT", ".") + "/reference"; }
 
+bool torch_required() { return env_or("REQUIRE_TORCH", "") == "1"; }
+
 std::string committed_curve_path() {
     return env_or("GPT_SOURCE_DIR", GPT_SOURCE_DIR) + "/tests/reference/curves/micro_overfit.json";
 }

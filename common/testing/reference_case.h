@@ -33,6 +33,8 @@ std::string scratch_dir(const std::string& group);
 
 // Where the live PyTorch outputs of the CTest fixture land, and the committed curves.
 std::string reference_output_dir();   // $GPT_TEST_OUT/reference
+// REQUIRE_TORCH=1 (CI): a missing output of the PyTorch side is a failure, not a reason to skip.
+bool torch_required();
 std::string committed_curve_path();   // $GPT_SOURCE_DIR/tests/reference/curves/micro_overfit.json
 
 // The full-size curve: GPT-2 124M (`d12`) from gpt_init's seed-1337 initialisation, trained on the

@@ -50,8 +50,10 @@ int generate_text(const TrainOptions& opt) {
     const std::string path = !opt.init.empty() ? opt.init : opt.resume;
     if (path.empty())
         throw Error("--prompt continues a text with trained weights: give --init PATH, a checkpoint written with "
-                    "--save or an llm.c model file such as gpt2_124M.bin (docs/formats.md)");
-    const Checkpoint start = load_model_file(path);
+                    "--save, an llm.c model file such as gpt2_124M.bin, or a Hugging Face GPT-2's model.safetensors or its "
+                    "directory (docs/formats.md)");
+    std::vector<std::string> notes;  // what was read, for the banner
+    const Checkpoint start = load_model_file(path, &notes);
     const GPTConfig& config = start.config;
     Tokenizer tokenizer = [&] {
         try {
@@ -71,6 +73,7 @@ int generate_text(const TrainOptions& opt) {
     model.set_parameters(start.params);
     std::fprintf(stderr, "stage      %s on %s\n", S::name, S::device_description().c_str());
     std::fprintf(stderr, "model      %s from %s\n", config.describe().c_str(), path.c_str());
+    for (const std::string& note : notes) std::fprintf(stderr, "init       %s\n", note.c_str());
     std::fprintf(stderr, "sampling   %d tokens after a prompt of %zu tokens, temperature %g, top-k %d, seed %llu%s\n",
                  opt.sample_tokens, prompt.size() - 1, opt.temperature, opt.top_k,
                  static_cast<unsigned long long>(opt.seed),

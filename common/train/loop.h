@@ -197,11 +197,12 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
 
     // Model: a checkpoint's config wins over --model.
     Checkpoint start;
+    std::vector<std::string> init_notes;  // what --init read, for the banner
     const std::string ckpt_path = !opt.resume.empty() ? opt.resume : opt.init;
     if (!opt.resume.empty()) {
         start = load_checkpoint(opt.resume);
     } else if (!opt.init.empty()) {
-        start = load_model_file(opt.init);  // a checkpoint or an llm.c model file (GPT-2's weights)
+        start = load_model_file(opt.init, &init_notes);  // a checkpoint, an llm.c file, a safetensors file
     } else {
         start.config = config_by_name(opt.model);
     }
@@ -281,6 +282,7 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
     std::printf("model      %s, %s parameters%s\n", config.describe().c_str(),
                 with_commas(static_cast<int64_t>(ParamLayout(config).total())).c_str(),
                 ckpt_path.empty() ? "" : (" from " + ckpt_path).c_str());
+    for (const std::string& note : init_notes) std::printf("init       %s\n", note.c_str());
     std::printf("data       %s: %s train tokens%s\n", opt.data_dir.c_str(),
                 with_commas(static_cast<int64_t>(train_data.total_tokens())).c_str(),
                 val_data ? (", " + with_commas(static_cast<int64_t>(val_data->total_tokens())) + " val tokens").c_str()

@@ -50,8 +50,8 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
         text("--tokenizer", "DIR", "GPT-2 tokenizer files (encoder.json, vocab.bpe), for text samples",
              o.tokenizer_dir),
         text("--init", "PATH",
-             "start from this checkpoint's or llm.c model file's parameters, e.g. GPT-2's released weights "
-             "(gpt2_124M.bin); its config replaces --model",
+             "start from the parameters of a checkpoint, an llm.c model file (gpt2_124M.bin) or a Hugging Face "
+             "GPT-2 (model.safetensors, or its directory), e.g. GPT-2's released weights; its config replaces --model",
              o.init),
         text("--resume", "PATH",
              "continue a run exactly where a trainer's checkpoint stopped (weights, optimizer, data position, "

@@ -935,11 +935,13 @@ TEST_F(MalformedLlmc, NotARegularFile) {
     const std::string dir = temp_dir() + "/a_directory.bin";
     fs::create_directories(dir);
     EXPECT_EQ(error_of([&] { load_llmc_model(dir); }), dir + ": is a directory, not a regular file");
-    EXPECT_EQ(error_of([&] { load_model_file(dir); }), dir + ": is a directory, not a regular file");
+    // A directory may be Hugging Face's (docs/formats.md): what it lacks is said.
+    EXPECT_EQ(error_of([&] { load_model_file(dir); }),
+              dir + ": a directory without model.safetensors (the Hugging Face layout; see docs/formats.md)");
     EXPECT_EQ(error_of([&] { load_model_file(temp_dir() + "/none.bin"); }), temp_dir() + "/none.bin: not found");
 }
 
-// --init takes either kind of file; --resume only a checkpoint.
+// --init takes any kind of model file (test_safetensors.cpp: the third); --resume only a checkpoint.
 TEST(ModelFile, EitherKindByItsMagic) {
     const Checkpoint ck = random_checkpoint(kOddConfig);
     const std::string ckpt = temp_dir() + "/run.ckpt", llmc = temp_dir() + "/model.bin";
@@ -961,8 +963,8 @@ TEST(ModelFile, EitherKindByItsMagic) {
 
 TEST(ModelFile, NeitherKindIsOneLine) {
     const std::string path = temp_dir() + "/other.bin";
-    const std::string neither = path + ": neither a checkpoint of this project (magic 20261122) nor an llm.c "
-                                       "model file (magic 20240326)";
+    const std::string neither = path + ": neither a checkpoint of this project (magic 20261122), an llm.c "
+                                       "model file (magic 20240326) nor a safetensors file (a header length, then '{')";
     write_shard(path, {1, 2, 3});  // a token shard: magic 20240520
     EXPECT_EQ(error_of([&] { load_model_file(path); }), neither);
     for (const size_t size : {0, 1, 3}) {  // shorter than a magic number, even one that begins right

@@ -14,10 +14,28 @@
 
 namespace fuzz {
 
+// This process's scratch folder, one per process (ctest runs targets side by side): an input is
+// alone there, so that no file of someone else's beside it (a config.json, which the safetensors
+// reader looks for next to a model) changes what loads. Removed when libFuzzer exits normally;
+// after a finding it stays, with the input that was being read.
+inline const std::filesystem::path& scratch() {
+    // Never destroyed, so that the exit handler can still use it.
+    static const std::filesystem::path* const dir = [] {
+        const auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                                  ("gpt_fuzz_" + std::to_string(getpid())));
+        std::filesystem::create_directories(*d);
+        std::atexit([] {
+            std::error_code ec;
+            std::filesystem::remove_all(scratch(), ec);
+        });
+        return d;
+    }();
+    return *dir;
+}
+
 // Writes the input to this process's scratch file and returns its path.
 inline std::string input_file(const uint8_t* data, size_t size) {
-    static const std::string path =
-        (std::filesystem::temp_directory_path() / ("gpt_fuzz_" + std::to_string(getpid()) + ".bin")).string();
+    static const std::string path = (scratch() / "input.bin").string();
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!f || std::fwrite(data, 1, size, f) != size || std::fclose(f) != 0) {
         std::perror(path.c_str());

@@ -22,18 +22,13 @@ namespace {
 // The promise of the CPU reference: within 1e-4 relative of PyTorch.
 constexpr double kRel = 1e-4;
 
-bool require_torch() {
-    const char* v = std::getenv("REQUIRE_TORCH");
-    return v && std::string(v) == "1";
-}
-
 class AgainstLivePyTorch : public ::testing::Test {
   protected:
     void SetUp() override {
         json_ = reference_output_dir() + "/micro_overfit.json";
         grads_ = reference_output_dir() + "/micro_overfit_grads0.bin";
         if (!std::filesystem::exists(json_) || !std::filesystem::exists(grads_)) {
-            if (require_torch()) FAIL() << "REQUIRE_TORCH=1 but the PyTorch reference did not produce " << json_;
+            if (torch_required()) FAIL() << "REQUIRE_TORCH=1 but the PyTorch reference did not produce " << json_;
             GTEST_SKIP() << "no PyTorch reference output (" << json_
                          << "): install python3-torch, or see tests/reference/README.md";
         }

@@ -17,6 +17,7 @@
 #include "data/shard.h"
 #include "model/checkpoint.h"
 #include "model/llmc.h"
+#include "model/safetensors.h"
 #include "model/params.h"
 #include "util/error.h"
 #include "util/fnv.h"
@@ -159,6 +160,28 @@ int main(int argc, char** argv) {
             std::fstream f(llmc_nan, std::ios::in | std::ios::out | std::ios::binary);
             f.seekp(1024 + 2 * (32 * 8 + 4 * 8 + 8 + 8 + 5));
             f.write(reinterpret_cast<const char*>(&bf16_nan), sizeof(bf16_nan));
+        }
+
+        // Hugging Face files of the same tiny model (common/model/safetensors.h): offsets that
+        // overlap, and a directory without ln_f's bias.
+        {
+            const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
+            std::ofstream f(out / "overlap.safetensors", std::ios::binary);
+            const uint64_t length = header.size();
+            f.write(reinterpret_cast<const char*>(&length), 8);
+            f << header << std::string(12, '\0');
+        }
+        gpt::save_hf_gpt2((out / "hf_missing_key").string(), tiny, tiny_params, gpt::HfDtype::kF32, "");
+        {
+            const gpt::SafetensorsFile file = gpt::read_safetensors_header((out / "hf_missing_key/model.safetensors").string());
+            std::vector<std::vector<float>> values;
+            std::vector<gpt::SafetensorsOutput> kept;
+            for (const gpt::SafetensorsTensor& t : file.tensors) values.push_back(gpt::read_safetensors_floats(file, t));
+            for (size_t i = 0; i < file.tensors.size(); ++i)
+                if (file.tensors[i].name != "transformer.ln_f.bias")
+                    kept.push_back({file.tensors[i].name, file.tensors[i].shape, values[i].data()});
+            gpt::save_safetensors((out / "hf_missing_key/model.safetensors").string(), kept, {{"format", "pt"}}, false);
         }
 
         // A trainer's checkpoint of a run on `good` (B = 2, T = 16, seed 1337), and one with
