@@ -343,6 +343,24 @@ def draw_ladder_mark(svg, X, y, bar_h, measured):
             'fill="#222"/>')
     svg.text(mx + 7, y - 4, f"ladder {measured:.1f}", size=10, colour="#222")
 
+
+def draw_legend(svg, W, y, rows, labels, ladder_text):
+    """The legend from height y: `labels` (label, colour) in two columns of `rows`, then, if
+    ladder_text is given, the ladder's mark explained. Returns the height below it."""
+    col_w = (W - 48) / 2
+    for i, (label, colour) in enumerate(labels):
+        lx = 24 + col_w * (i // rows)
+        yy = y + 20 * (i % rows)
+        svg.rect(lx, yy - 10, 16, 12, colour)
+        svg.text(lx + 22, yy, label, size=12)
+    foot = y + 20 * rows + 8
+    if ladder_text:
+        svg.line(30, foot - 12, 30, foot + 4, colour="#222", width=2.0)
+        svg.text(42, foot, ladder_text, size=12)
+        foot += 20
+    return foot
+
+
 def draw(stages, ladder, ladder_note, left_out, path):
     # The ladder's ms/step of the stages drawn here, where it has them.
     ladder = {s.number: ladder[s.number] for s in stages if ladder and s.number in ladder}
@@ -392,22 +410,12 @@ def draw(stages, ladder, ladder_note, left_out, path):
         draw_ladder_mark(svg, X, y, bar_h, measured)
 
     # Legend: the groups in two columns, then the ladder's mark.
-    ly = top + ph + 66
-    col_w = (W - 48) / 2
     fused = {group for s in stages for _, _, _, _, group, note in s.counted if note}  # hold a fused slot's row
-    for gi, (key, label, colour) in enumerate(GROUPS):
-        label += FUSED_NOTE.get(key, "") if key in fused else ""
-        lx = 24 + col_w * (gi // legend_rows)
-        yy = ly + 20 * (gi % legend_rows)
-        svg.rect(lx, yy - 10, 16, 12, colour)
-        svg.text(lx + 22, yy, label, size=12)
-    foot = ly + 20 * legend_rows + 8
-    if ladder:
-        svg.line(30, foot - 12, 30, foot + 4, colour="#222", width=2.0)
-        svg.text(42, foot, "the ladder's measured ms/step (median of whole steps): above the sum by launch gaps "
-                 "and host work, below it where an op finds its input in L2", size=12)
-        foot += 20
-    elif ladder_note:
+    labels = [(label + (FUSED_NOTE.get(key, "") if key in fused else ""), colour) for key, label, colour in GROUPS]
+    foot = draw_legend(svg, W, top + ph + 66, legend_rows, labels,
+                       "the ladder's measured ms/step (median of whole steps): above the sum by launch gaps "
+                       "and host work, below it where an op finds its input in L2" if ladder else None)
+    if not ladder and ladder_note:
         svg.text(24, foot, f"ladder: {ladder_note}", size=12, colour="#555")
         foot += 20
     if incomplete:

@@ -60,7 +60,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from plot import Svg, fmt_tick, nice_ticks  # noqa: E402
 from step_breakdown import (GROUP_SHORT, GROUPS, N_LAYER, Stage, draw_bar, draw_ladder_mark,  # noqa: E402
-                            read_ladder)
+                            draw_legend, read_ladder)
 
 PROG = "step_breakdown_vs_torch.py"
 
@@ -453,18 +453,8 @@ def draw(cpp, torch, ladder, problems, path):
         svg.text(X(max(total, measured or 0)) + 8, y + bar_h / 2 + 4, f"sum {total:.1f} ms", size=12,
                  weight="bold")
         draw_ladder_mark(svg, X, y, bar_h, measured)
-    ly = top + ph + 66
-    col_w = (W - 48) / 2
-    for gi, (key, label, colour) in enumerate(ALL_GROUPS):
-        lx = 24 + col_w * (gi // legend_rows)
-        yy = ly + 20 * (gi % legend_rows)
-        svg.rect(lx, yy - 10, 16, 12, colour)
-        svg.text(lx + 22, yy, label, size=12)
-    foot = ly + 20 * legend_rows + 8
-    if ladder:
-        svg.line(30, foot - 12, 30, foot + 4, colour="#222", width=2.0)
-        svg.text(42, foot, "the ladder's measured ms/step of each side (median of whole steps, same run)", size=12)
-        foot += 20
+    foot = draw_legend(svg, W, top + ph + 66, legend_rows, [(label, colour) for _, label, colour in ALL_GROUPS],
+                       "the ladder's measured ms/step of each side (median of whole steps, same run)" if ladder else None)
     if problems:
         svg.text(24, foot, "incomplete: " + "; ".join(problems)[:140], size=12, colour="#b00")
     svg.write(path)
