@@ -10,6 +10,9 @@
 #   failure_on_one_gpu.sh TRAIN GPT_LAUNCH DATA_DIR OUT_DIR
 set -uo pipefail
 train=$1 launch=$2 data=$3 out=$4
+# Independent of the shell it runs in (a launcher's variables, NCCL_DEBUG on stderr, where one
+# line is checked below): tests/gpu/clean_environment.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/clean_environment.sh"
 rm -rf "$out" && mkdir -p "$out"
 args=(--data "$data" --model micro --batch 4 --seq 64 --sample-every 0 --val-every 0)
 
