@@ -112,6 +112,11 @@ Launch launch_from_environment() {
     return l;
 }
 
+bool load_kernels_eagerly_with_several_processes(const Launch& launch) {
+    if (launch.world < 2 || std::getenv("CUDA_MODULE_LOADING")) return false;  // one process, or the user's choice
+    return ::setenv("CUDA_MODULE_LOADING", "EAGER", /*overwrite=*/0) == 0;
+}
+
 Placement place_by_host(const std::vector<std::string>& hosts, const std::vector<int>& launcher_local_ranks,
                         const std::string& launcher) {
     const int world = static_cast<int>(hosts.size());

@@ -38,6 +38,16 @@ struct Launch {
 // gpt::Error for values that do not fit together (RANK 4 of WORLD_SIZE 4, ...).
 Launch launch_from_environment();
 
+// With several processes, asks CUDA to load every kernel of the program when it starts
+// (CUDA_MODULE_LOADING=EAGER) instead of each on its first launch, unless the user set the
+// variable; call it before the first CUDA call. Returns whether it set it. Why: NCCL's kernels
+// wait on the GPU for the other processes (stage 06 sums a block's gradients on a second stream
+// while backward goes on), and loading a kernel may have to wait for the kernels already running
+// on the GPU (CUDA Programming Guide, "Lazy Loading", its potential hazards): a collective that
+// waits for a process whose next kernel waits, to be loaded, for that process's own collective
+// would wait forever. Loading costs once at the start what it would have cost at first launches.
+bool load_kernels_eagerly_with_several_processes(const Launch& launch);
+
 // A connection to another process ended while this one waited on it: that process failed (or
 // was killed). The watchdog, when there is one, knows more (dist/watchdog.h).
 struct PeerLost : Error {

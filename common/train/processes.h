@@ -3,8 +3,10 @@
 #include <exception>
 #include <memory>
 
+#include "dist/group.h"
 #include "train/parallel.h"
 #include "train/policy.h"
+#include "util/error.h"
 
 namespace gpt {
 
@@ -13,6 +15,12 @@ namespace gpt {
 // was current when it was made. Training and generation both start here.
 template <class S>
 std::unique_ptr<typename Ops<S>::Parallel> join_the_run(const ParallelSettings& settings) {
+    // Before the first CUDA call, which reads it (dist/group.h). A launcher environment that does
+    // not fit together is reported where the processes meet, below.
+    try {
+        dist::load_kernels_eagerly_with_several_processes(dist::launch_from_environment());
+    } catch (const Error&) {
+    }
     S::require_a_device();  // no GPU at all: one line, before waiting for anyone
     auto parallel = std::make_unique<typename Ops<S>::Parallel>(settings);
     try {

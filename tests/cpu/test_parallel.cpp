@@ -270,6 +270,26 @@ TEST(Launch, LocalRanksComeFromTheHostNames) {
               "launcher variable left over from another job?");
 }
 
+// Several processes load every kernel at the start (CUDA_MODULE_LOADING=EAGER), so that no
+// kernel's first launch waits for another process's collective (dist/group.h); one process keeps
+// CUDA's default, and a value the user set stays.
+TEST(Launch, SeveralProcessesLoadKernelsEagerly) {
+    const char* before = std::getenv("CUDA_MODULE_LOADING");
+    const std::string saved = before ? before : "";
+    ::unsetenv("CUDA_MODULE_LOADING");
+    EXPECT_FALSE(gpt::dist::load_kernels_eagerly_with_several_processes(launch(0, 1)));
+    EXPECT_EQ(std::getenv("CUDA_MODULE_LOADING"), nullptr);
+    EXPECT_TRUE(gpt::dist::load_kernels_eagerly_with_several_processes(launch(1, 2)));
+    ASSERT_NE(std::getenv("CUDA_MODULE_LOADING"), nullptr);
+    EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "EAGER");
+    {
+        Env user("CUDA_MODULE_LOADING", "LAZY");
+        EXPECT_FALSE(gpt::dist::load_kernels_eagerly_with_several_processes(launch(1, 2)));
+        EXPECT_STREQ(std::getenv("CUDA_MODULE_LOADING"), "LAZY");
+    }
+    if (before) ::setenv("CUDA_MODULE_LOADING", saved.c_str(), 1);
+}
+
 TEST(Launch, RefusesWhatDoesNotFit) {
     {
         Env e({{"RANK", "4"}, {"WORLD_SIZE", "4"}});
