@@ -196,9 +196,19 @@ def plan_entries(args, trainers, checkpoint, logs):
             cmd += ["--profile-step", args.profile_step, "--profile-trace", profile_trace_path(args.profile_step)]
         entries.append({"kind": "torch", "stage": stage, "key": f"torch_{key}", "name": key, "short": short,
                         "label": f"PyTorch {short}", "command": cmd, "output": out, "profile": args.profile_step})
-    # C++ stage NN, then its PyTorch counterpart: a ladder cut short still has pairs.
-    entries.sort(key=lambda e: (e["stage"], 0 if e["kind"] == "cpp" else 1))
+    if args.order == "newest-first":
+        # Every C++ stage from the newest down, then PyTorch's from the newest down: a ladder cut
+        # short by its budget has measured the stages measured least often (the GPU check's quick phase).
+        entries.sort(key=lambda e: (0 if e["kind"] == "cpp" else 1, -int(e["stage"])))
+    else:
+        entries.sort(key=pair_order)
     return entries
+
+
+def pair_order(entry):
+    """C++ stage NN, then its PyTorch counterpart: a ladder cut short still has pairs. The order
+    of the results, whatever order the entries ran in."""
+    return (entry["stage"], 0 if entry["kind"] == "cpp" else 1)
 
 
 # ----------------------------------------------------------------------------------------
@@ -305,9 +315,17 @@ def stop_group(proc, grace):
 
 
 # When the ladder itself is interrupted, whoever interrupted it may not wait long either
-# (tests/gpu_check.sh sends SIGKILL 10 s after its SIGINT): the ladder must have ended its
+# (tests/gpu_check.sh sends SIGKILL 5 to 10 s after its SIGTERM): the ladder must have ended its
 # children before that, or they would be left running.
 INTERRUPT_GRACE_S = 5
+
+
+def default_sigint():
+    """In the child, before it runs: SIGINT as a program expects it. A ladder started as a
+    background command by a shell without job control (tests/gpu_check.sh starts it so) inherits
+    SIGINT ignored, and so would its children, whom stop_group then could not stop but by SIGKILL
+    after the grace: a trainer would not remove its temporary files, PyTorch not end cleanly."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_in_group(cmd, log, limit, grace, tick=None):
@@ -317,7 +335,8 @@ def run_in_group(cmd, log, limit, grace, tick=None):
     than `limit` seconds and was stopped. On Ctrl-C (KeyboardInterrupt) the group is stopped
     and the exception passed on. tick(elapsed seconds) is called about every 0.2 s.
     """
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True,
+                            preexec_fn=default_sigint)
     t0 = time.monotonic()
     try:
         while not leader_exited(proc):
@@ -766,6 +785,10 @@ def parse_args(argv):
     p.add_argument("--grace", type=int, default=10,
                    help="seconds between SIGINT and SIGKILL when an entry is stopped (after a Ctrl-C: at most "
                         f"{INTERRUPT_GRACE_S})")
+    p.add_argument("--order", choices=("pairs", "newest-first"), default="pairs",
+                   help="the order the entries run in: each C++ stage, then its PyTorch counterpart (pairs); "
+                        "or every C++ stage from the newest down, then PyTorch's (newest-first); the results "
+                        "are shown in pairs either way")
     p.add_argument("--no-ceilings", action="store_true", help="do not run bench_ceilings")
     p.add_argument("--no-plot", action="store_true", help="do not write the SVG plots")
     p.add_argument("--dry-run", action="store_true", help="print the commands only; run nothing")
@@ -983,6 +1006,7 @@ def main(argv=None):
 
     for i, e in enumerate(entries, 1):
         results["entries"].append(e)
+        results["entries"].sort(key=pair_order)
         limit, by_budget = budget.limit(args.timeout, args.grace)
         if not stop and limit < 1:
             stop = "budget"

@@ -261,6 +261,19 @@ class LadderTest(Sandbox):
         self.assertEqual(e["cpp_01"]["status"], "ok")
         self.assertTrue(gone(self.child_pid()), "the entry's child outlived it")
 
+    def test_an_entry_stops_on_sigint_when_the_ladder_inherited_it_ignored(self):
+        # As tests/gpu_check.sh starts it: a background command of a shell without job control,
+        # SIGINT ignored. The entry must still get SIGINT as a signal, not only SIGKILL after the grace.
+        self.trainer("00", "slow")
+        t0 = time.monotonic()
+        proc = subprocess.run(self.ladder_args("--torch", "none", "--timeout", 2, "--grace", 60), capture_output=True,
+                              text=True, timeout=120, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+        wall = time.monotonic() - t0
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertEqual(self.entries()["cpp_00"]["status"], "timeout")
+        self.assertLess(wall, 30, "the entry was not stopped by SIGINT: it waited for the SIGKILL after the grace")
+        self.assertTrue(gone(self.child_pid()), "the entry's child outlived it")
+
     def test_budget_stops_everything_and_writes_results(self):
         self.trainer("00", "stubborn")  # ignores SIGINT: only SIGKILL ends it
         self.trainer("01", "quick")
@@ -297,6 +310,16 @@ class LadderTest(Sandbox):
         self.assertTrue(gone(self.child_pid()), "the entry's child outlived the Ctrl-C")
         self.assertTrue(os.path.exists(os.path.join(self.out, "results.txt")))
 
+    def test_newest_first_runs_cpp_from_the_newest_and_shows_pairs(self):
+        self.trainer("00", "quick")
+        self.trainer("01", "quick")
+        proc, _ = self.ladder("--order", "newest-first", "--torch", "none", expect=0)
+        ran = [line.split("] stage ")[1].split()[0] for line in proc.stdout.splitlines()
+               if line.startswith("[") and "] stage " in line]
+        self.assertEqual(ran, ["01", "00"], proc.stdout)
+        with open(os.path.join(self.out, "results.json")) as f:
+            self.assertEqual([e["key"] for e in json.load(f)["entries"]], ["cpp_00", "cpp_01"])
+
     # -- planning only -----------------------------------------------------------------------
 
     def test_dry_run(self):
@@ -307,6 +330,15 @@ class LadderTest(Sandbox):
         self.assertIn("gpt2_reference.py", proc.stdout)
         self.assertIn("not run (budget)", proc.stdout)
         self.assertFalse(os.path.exists(os.path.join(self.out, "results.json")))
+
+    def test_dry_run_newest_first(self):
+        self.trainer("00", "quick")
+        self.trainer("01", "quick")
+        proc, _ = self.ladder("--dry-run", "--order", "newest-first", "--torch", "fp32,tf32", expect=0)
+        plan = [" ".join(line.split("] stage ")[1].split()) for line in proc.stdout.splitlines()
+                if line.lstrip().startswith("[")]
+        self.assertEqual(plan, ["01 C++ train_01_quick", "00 C++ train_00_quick", "01 PyTorch TF32",
+                                "00 PyTorch fp32 eager"], proc.stdout)
 
 
 # A stand-in for a trainer whose memory fits 36 sequences while its estimate says 40: the
