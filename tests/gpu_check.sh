@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
 # The GPU check (tests/gpu/README.md): establishes on a machine with a GPU that every stage is
 # correct, and how fast it is. It runs in phases, each designed to finish within 8 minutes on a
-# 16-core machine with one H100 and each ending with its own summary. CTest judges (GPU tests,
+# 16-core machine with one H100 and each ending with its own summary; the quick phase does what
+# matters most of all of them in one command of a 15-minute GPU window. CTest judges (GPU tests,
 # sanitizer runs, workshop expectations); this script builds, runs, keeps time and reports.
 set -uo pipefail  # not -e: a failing phase is recorded, and the next one runs
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Whatever the shell holds, the check runs one process per program (no launcher's variables, no
+# NCCL_DEBUG): tests/gpu/clean_environment.sh.
+source "$REPO/tests/gpu/clean_environment.sh"
 BUILD="$REPO/build/all"
 PHASES=(build tests sanitizer workshop kernels ladder)
-declare -A BUDGET=([build]=480 [tests]=480 [sanitizer]=480 [workshop]=480 [kernels]=360 [ladder]=480 [curve]=480)
+declare -A BUDGET=([build]=480 [tests]=480 [sanitizer]=480 [workshop]=480 [kernels]=360 [ladder]=480 [curve]=480
+                   [quick]=540)
 
 usage() {
     cat <<'EOF'
 usage: tests/gpu_check.sh [--phase NAME]... [options]
+
+the one command of a GPU window of 15 minutes (its start included; 10 minutes a command):
+  quick      (not in `all`) all of the below that matters most, within --deadline (540 s), in
+             this order, each part in the time the ones before it left: build for this GPU only;
+             every GPU test, stages 03-06 first; the kernel benchmark of every stage and
+             attention.py; a short ladder (C++ stages newest first, then PyTorch); then the
+             summary and the archive, written before the deadline whatever happened. The
+             sanitizer, workshop, profile and curve phases are left for a longer window.
 
 phases (each within 8 minutes on one H100; `all` runs the six in order, about 30 minutes):
   build      configure the `all` preset for this GPU; build the trainers, test_stageNN,
@@ -40,7 +53,8 @@ options:
   --jobs N         parallel build jobs and tests [all cores; tests: half of them, at most 8]
   --workshop-arch A  CUDA architecture of the workshop builds [this GPU's; without one, 80;90]
   --budget S       seconds each phase may take before it is stopped [480; kernels 360]
-  --steps N        ladder steps per entry [10];  --batch B: ladder batch size [16]
+  --deadline S     seconds the quick phase may take, its summary and archive included [540]
+  --steps N        ladder steps per entry [10; quick: 8];  --batch B: ladder batch size [16]
   -h, --help       this text
 Exit status: 0 when every phase run passed, 1 when one failed or needs a GPU this machine lacks, 2 on bad usage.
 EOF
@@ -48,26 +62,29 @@ EOF
 
 die_usage() { echo "gpu_check.sh: error: $1 (see --help)" >&2; exit 2; }
 RUN=() OUT="$REPO/build/gpu_check" ARCHIVE="" GTEST_DIR="${GTEST_SRC:-}" PY="${PYTHON:-python3}" WORKSHOP_ARCH=""
-JOBS=$(nproc 2>/dev/null || echo 4) STEPS=10 BATCH=16 BUDGET_ALL=""
+JOBS=$(nproc 2>/dev/null || echo 4) STEPS="" BATCH=16 BUDGET_ALL="" QUICK_DEADLINE=540
 while [[ $# -gt 0 ]]; do
-    [[ "$1" =~ ^--(phase|out|archive|gtest-src|python|jobs|budget|steps|batch|workshop-arch)$ && ( $# -lt 2 || -z "$2" ) ]] &&
-        die_usage "option $1 needs a value"
+    [[ "$1" =~ ^--(phase|out|archive|gtest-src|python|jobs|budget|deadline|steps|batch|workshop-arch)$ &&
+        ( $# -lt 2 || -z "$2" ) ]] && die_usage "option $1 needs a value"
     case "$1" in
         --phase) if [[ "$2" == all ]]; then RUN+=("${PHASES[@]}"); elif [[ -n "${BUDGET[$2]:-}" ]]; then RUN+=("$2")
                  else die_usage "unknown phase '$2'"; fi; shift 2 ;;
         --out) OUT=$2; shift 2 ;;          --archive) ARCHIVE=$2; shift 2 ;;
         --gtest-src) GTEST_DIR=$2; shift 2 ;; --python) PY=$2; shift 2 ;;
         --jobs) JOBS=$2; shift 2 ;;        --budget) BUDGET_ALL=$2; shift 2 ;;
+        --deadline) QUICK_DEADLINE=$2; shift 2 ;;
         --steps) STEPS=$2; shift 2 ;;      --batch) BATCH=$2; shift 2 ;;
         --workshop-arch) WORKSHOP_ARCH=$2; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) die_usage "unknown option '$1'" ;;
     esac
 done
-for n in "$JOBS" "$STEPS" "$BATCH" ${BUDGET_ALL:+"$BUDGET_ALL"}; do
+for n in "$JOBS" ${STEPS:+"$STEPS"} "$BATCH" ${BUDGET_ALL:+"$BUDGET_ALL"} "$QUICK_DEADLINE"; do
     [[ "$n" =~ ^[1-9][0-9]*$ ]] || die_usage "'$n' is not a positive whole number"
 done
+((QUICK_DEADLINE >= 60)) || die_usage "--deadline $QUICK_DEADLINE: the quick phase needs at least 60 s"
 ((${#RUN[@]})) || RUN=("${PHASES[@]}")
+BUDGET[quick]=$QUICK_DEADLINE
 [[ -z "$GTEST_DIR" && -f /usr/src/googletest/CMakeLists.txt ]] && GTEST_DIR=/usr/src/googletest
 [[ -z "$GTEST_DIR" || -f "$GTEST_DIR/CMakeLists.txt" ]] || die_usage "'$GTEST_DIR' holds no GoogleTest sources"
 TEST_JOBS=$((JOBS / 2 < 1 ? 1 : JOBS / 2 > 8 ? 8 : JOBS / 2))
@@ -83,27 +100,32 @@ GPU=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null 
 no_gpu() { [[ -z "$GPU" ]]; }
 
 # run LOG CMD...: runs CMD in a process group of its own with its output in LOG, until the
-# phase's deadline; past it the whole group gets SIGINT, then SIGKILL. Returns CMD's exit status
-# (124 when stopped; 130 after Ctrl-C, which reaches the group too). With SHOW=1 the output is
-# also shown as it comes.
+# phase's deadline (DEADLINE, in bash's SECONDS); past it the whole group gets SIGTERM, then
+# SIGKILL GRACE seconds later. (Not SIGINT: a command this script starts in the background
+# ignores SIGINT, as bash's background commands do without job control.) Returns CMD's exit
+# status (124 when stopped; 130 after Ctrl-C or SIGTERM, which stops the group too). With SHOW=1
+# the output is also shown as it comes.
+GRACE=10
 run() {
-    local log=$1 pid left stop=""; shift
+    local log=$1 pid left stop="" i; shift
     echo "  \$ $*" | sed "s|$REPO/||g" | tee -a "$log"
     if ((${SHOW:-0})); then setsid "$@" > >(tee -a "$log" | sed 's/^/  | /') 2>&1 &
     else setsid "$@" >>"$log" 2>&1 & fi
     pid=$!
-    trap 'stop=130; kill -INT -- "-$pid" 2>/dev/null' INT TERM
+    trap 'stop=130; kill -TERM -- "-$pid" 2>/dev/null' INT TERM
     while kill -0 "$pid" 2>/dev/null; do
         left=$((DEADLINE - SECONDS))
         if ((left <= 0)) && [[ -z "$stop" ]]; then
-            echo "  over the phase's budget: stopping the process group of '$1'" | tee -a "$log"
-            kill -INT -- "-$pid" 2>/dev/null; sleep 10; kill -KILL -- "-$pid" 2>/dev/null
+            echo "  over its time limit: stopping the process group of '$1'" | tee -a "$log"
+            kill -TERM -- "-$pid" 2>/dev/null
+            for ((i = 0; i < GRACE * 4; i++)); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.25; done
+            kill -KILL -- "-$pid" 2>/dev/null
             stop=124
         fi
         sleep 1
     done
     trap - INT TERM
-    wait "$pid"; local rc=$?
+    wait "$pid" 2>/dev/null; local rc=$?
     [[ "$stop" == 130 ]] && exit 130
     [[ -n "$stop" ]] && return "$stop"
     ((rc == 0 || ${SHOW:-0})) || { echo "  exit status $rc; the end of $log:"; tail -n 12 "$log" | sed 's/^/  | /'; }
@@ -159,7 +181,7 @@ count() { grep -cE "Test +#[0-9]+: stage$1\..*$2" "$LOGS/tests.log"; }  # stage,
 phase_tests() {
     # Without a GPU every one of them would only report skipped (CI runs them that way per preset).
     if no_gpu; then STATUS=NO-GPU DETAIL="needs a GPU (without one every GPU test skips)"; return; fi
-    run_ctest "$LOGS/tests.log" "$BUILD" -L gpu --timeout 420
+    run_ctest "$LOGS/tests.log" "$BUILD" -L '^(gpu|registers)$' --timeout 420
     local n
     for n in $STAGES; do  # one line per stage, from CTest's "Test #k: stageNN.Suite.Test ... Passed" lines
         echo "  stage $n: $(count "$n" ' Passed') passed, $(count "$n" '(Failed|Exception|Timeout|Not Run)') failed," \
@@ -309,8 +331,9 @@ ladder_args() {
 }
 
 phase_ladder() {
+    local steps=${STEPS:-10}
     # shellcheck disable=SC2207  # the arguments hold no spaces
-    local args=($(ladder_args ladder) --steps "$STEPS" --skip $((STEPS / 3)) --batch "$BATCH"
+    local args=($(ladder_args ladder) --steps "$steps" --skip $((steps / 3)) --batch "$BATCH"
         --timeout 240 --budget $((DEADLINE - SECONDS - 30)))
     if no_gpu; then
         (cd "$REPO" && SHOW=1 run "$LOGS/ladder.log" "$PY" "${args[@]}" --dry-run) &&
@@ -336,6 +359,237 @@ phase_curve() {
     # shellcheck disable=SC2046
     (cd "$REPO" && SHOW=1 run "$LOGS/curve.log" "$PY" $(ladder_args curve) --make-curve "$dest") &&
         STATUS=PASS DETAIL="wrote ${dest#"$REPO"/}" || STATUS=FAIL DETAIL="see logs/curve.log"
+}
+
+# --- The quick phase: one command of a 15-minute GPU window ----------------------------------
+#
+# A GPU machine comes rarely, with 15 minutes of device time in all (its start included) and 10
+# minutes a command: in practice one command. Its parts run in their order of value. Of the time
+# before the deadline, less QUICK_RESERVE, each part may take the time the parts before it left,
+# but at most its share (QUICK_SHARE, in percent of that time: an overrun of one part, a hang,
+# leaves the later parts their time); a part still running then is stopped (its whole process
+# group) and reports what it finished. The reserve is for stopping it (GRACE), the summary and the
+# archive, which are written whatever happened before them. The predicted time of each part, and
+# the arithmetic: tests/gpu/README.md, "The 15-minute recipe".
+QUICK_PARTS=(build registers tests kernels ladder)
+declare -A QUICK_SHARE=([build]=45 [registers]=12 [tests]=65 [kernels]=25 [ladder]=100)
+declare -A QUICK_PREDICTED=([build]=60 [registers]=8 [tests]=250 [kernels]=70 [ladder]=115)  # s, H100, 16 cores
+QUICK_RESERVE=30
+
+# The stages in the order the quick phase takes them: those never run on a GPU before first.
+stages_first() {
+    local n
+    for n in $STAGES; do [[ $n > 02 ]] && echo "$n"; done
+    for n in $STAGES; do [[ $n > 02 ]] || echo "$n"; done
+}
+
+# A line of the summary for a part; shown, and added to summary.txt at once, so that a run cut
+# off by something stronger than the deadline still leaves what it learnt.
+part_line() {  # name status seconds detail
+    local line
+    line=$(printf '  %-9s %-7s %5s s (predicted %3s)  %s' "$1" "$2" "$3" "${QUICK_PREDICTED[$1]}" "$4")
+    echo "--$line"
+    echo "$line" >>"$OUT/summary.txt"
+}
+
+quick_build() {
+    local log="$LOGS/build.log" targets=(bench_ceilings gpt_init gpt_prepare gpt_launch) n shards arch
+    configure "$log" "$BUILD" all || { DETAIL="configure failed (logs/build.log)"; return; }
+    for n in $(stages_first); do targets+=("test_stage$n" "train_$n" "bench_stage$n"); done
+    # -k 0: a stage that does not build leaves the others to be built, tested and measured.
+    run "$log" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0
+    local built=$?
+    ((built == 124)) && { DETAIL="the build did not finish (logs/build.log)"; return; }
+    run "$log" cmake --build "$BUILD" --target data || { DETAIL="no default corpus (logs/build.log)"; return; }
+    shards=$(ls "$REPO"/data/brown/*_train_*.bin 2>/dev/null | wc -l)
+    arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+    if ((built == 0)); then
+        STATUS=PASS DETAIL="stages $STAGES built for sm_$arch; $shards train shard(s)"
+    else
+        local missing=()
+        for n in $(stages_first); do [[ -x "$BUILD/stages/test_stage$n" ]] || missing+=("$n"); done
+        DETAIL="the build failed (logs/build.log); not built: test_stage of ${missing[*]:-none}; the parts below run what was built"
+    fi
+}
+
+# The register check (tests/gpu/register_check.py): a report, never a reason to stop. It needs
+# nvcc only, so it runs without a GPU too, and CI fails on a spill.
+quick_registers() {
+    local log="$LOGS/registers.log"
+    : >"$log"
+    run "$log" ctest --test-dir "$BUILD" -L '^registers$' -j 4 -V --timeout 120 --no-tests=error
+    local rc=$? failed
+    # The margins of the kernels that passed; registers.spill_is_found passes when its check fails.
+    REGISTER_LINES=$(grep -oE 'registers: [0-9]+ kernels? on .*least margin.*' "$log")
+    failed=$(sed -n '/The following tests FAILED/,$p' "$log" | grep -oE 'registers\.[a-z0-9_]+' | paste -sd ' ')
+    if ((rc == 0)); then STATUS=PASS; else STATUS=FAIL; fi
+    DETAIL=$(grep -oE 'least margin [0-9]+ \([^)]*\)' <<<"$REGISTER_LINES" | paste -sd ';' | sed 's/;/; /g')
+    [[ -n "$DETAIL" ]] || DETAIL="no margins"
+    ((rc == 0)) || DETAIL="failed: ${failed:-see logs/registers.log} (logs/registers.log); $DETAIL"
+}
+
+quick_tests() {
+    local plan="$OUT/tests_plan.json" i count spec name logs=() isolated=1
+    : >"$LOGS/tests_plan.log"
+    SHOW=1 run "$LOGS/tests_plan.log" "$PY" "$REPO/tests/gpu/ctest_plan.py" plan --build "$BUILD" --out "$plan" ||
+        isolated=0
+    [[ -f "$plan" ]] || { DETAIL="no plan of the tests (logs/tests_plan.log)"; return; }
+    if no_gpu; then
+        STATUS=NO-GPU DETAIL="needs a GPU; the plan is above (logs/tests_plan.log)"
+        ((isolated)) || STATUS=FAIL DETAIL="the GPU tests are not isolated (logs/tests_plan.log)"
+        return
+    fi
+    count=$("$PY" -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["batches"]))' "$plan")
+    for ((i = 0; i < count; i++)); do
+        name=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["batches"][int(sys.argv[2])]["name"])' "$plan" "$i")
+        spec=$("$PY" -c 'import json, sys; print(",".join(["0,0,0"] + [str(n) for n in
+               json.load(open(sys.argv[1]))["batches"][int(sys.argv[2])]["numbers"]]))' "$plan" "$i")
+        ((DEADLINE - SECONDS >= 10)) || break
+        echo "  batch $((i + 1)) of $count: $name"
+        logs+=("$LOGS/tests_$((i + 1)).log")
+        : >"$LOGS/tests_$((i + 1)).log"  # an earlier run's results into the same --out must not count
+        # One OpenMP thread per test's CPU reference: TEST_JOBS tests share the cores.
+        OMP_NUM_THREADS=$(((JOBS + TEST_JOBS - 1) / TEST_JOBS)) run_ctest "$LOGS/tests_$((i + 1)).log" "$BUILD" \
+            -I "$spec" --timeout 240
+    done
+    local args=() l
+    for l in "${logs[@]}"; do args+=(--log "$l"); done
+    "$PY" "$REPO/tests/gpu/ctest_plan.py" report --plan "$plan" "${args[@]}" >"$LOGS/tests_report.log" 2>&1
+    local rc=$?
+    sed 's/^/  /' "$LOGS/tests_report.log"
+    TEST_LINES=$(grep '^stage ' "$LOGS/tests_report.log")
+    DETAIL=$(sed -n 's/^tests: //p' "$LOGS/tests_report.log")
+    [[ -n "$DETAIL" ]] || DETAIL="no report (logs/tests_report.log)"
+    ((isolated)) || DETAIL+="; the GPU tests are not isolated (logs/tests_plan.log)"
+    ((rc == 0 && isolated)) && STATUS=PASS || STATUS=FAIL
+}
+
+quick_kernels() {
+    local n exe rc measured=0 bad=0 names=()
+    mkdir -p "$OUT/kernels"
+    if no_gpu; then
+        for n in $(stages_first); do echo "  would run: bench_stage$n --json kernels/stage$n.json"; done
+        (cd "$REPO" && SHOW=1 run "$LOGS/attention.log" "$PY" tests/bench/attention.py --build "$BUILD" \
+            --out "$OUT/attention" --stages "$(attention_stages)" --dry-run >/dev/null)
+        STATUS=NO-GPU DETAIL="bench_stageNN and attention.py need a GPU (the commands are above)"
+        return
+    fi
+    rm -f "$OUT"/kernels/stage[0-9][0-9].json  # an earlier run's must not join this run's figures
+    for n in $(stages_first); do
+        ((DEADLINE - SECONDS >= 10)) || break
+        exe="$BUILD/stages/bench_stage$n"
+        [[ -x "$exe" ]] || { bad=$((bad + 1)); names+=("$n not built"); continue; }
+        capped 120 run "$LOGS/kernels_stage$n.log" "$exe" --json "$OUT/kernels/stage$n.json"
+        rc=$?
+        ((rc == 0)) && measured=$((measured + 1)) || { bad=$((bad + 1)); names+=("$n exit $rc"); }
+    done
+    DETAIL="bench_stageNN: $measured of $(wc -w <<<"$STAGES") stages measured"
+    ((bad == 0)) || DETAIL+=" (${names[*]})"
+    if ((DEADLINE - SECONDS >= 20)); then
+        if (cd "$REPO" && run "$LOGS/attention.log" "$PY" tests/bench/attention.py --build "$BUILD" \
+            --out "$OUT/attention" --stages "$(attention_stages)"); then
+            DETAIL+="; attention.py done"
+        else
+            bad=$((bad + 1)) DETAIL+="; attention.py failed or was stopped (logs/attention.log)"
+        fi
+    else
+        bad=$((bad + 1)) DETAIL+="; attention.py not run (no time left)"
+    fi
+    # The figures from what was measured (they fail nothing).
+    if ((measured > 0 && DEADLINE - SECONDS >= 10)); then
+        (cd "$REPO" && run "$LOGS/step_breakdown.log" "$PY" tests/bench/step_breakdown.py \
+            --out "$OUT/kernels/step_breakdown.svg" "$OUT"/kernels/stage[0-9][0-9].json) >/dev/null
+        (cd "$REPO" && run "$LOGS/roofline.log" "$PY" tests/bench/roofline.py \
+            --out "$OUT/kernels/roofline.svg" "$OUT"/kernels/stage[0-9][0-9].json) >/dev/null
+    fi
+    ((bad == 0)) && STATUS=PASS || STATUS=FAIL
+}
+
+attention_stages() {  # stage 02's materialised attention and stage 03's flash attention, where built
+    local s out
+    out=$(for s in $STAGES; do [[ $s == 02 || $s == 03 ]] && echo "$s"; done | paste -sd, -)
+    echo "${out:-none}"
+}
+
+quick_ladder() {
+    local steps=${STEPS:-8} left=$((DEADLINE - SECONDS))
+    # shellcheck disable=SC2207  # the arguments hold no spaces
+    local args=($(ladder_args ladder) --steps "$steps" --skip $((steps * 3 / 8)) --batch "$BATCH"
+        --order newest-first --timeout 150 --grace "$GRACE")
+    if no_gpu; then
+        (cd "$REPO" && SHOW=1 run "$LOGS/ladder.log" "$PY" "${args[@]}" --budget "$left" --dry-run) &&
+            STATUS=NO-GPU DETAIL="the ladder needs a GPU (its plan is above)" || DETAIL="its --dry-run failed"
+        return
+    fi
+    (cd "$REPO" && run "$LOGS/ladder.log" "$PY" "${args[@]}" --budget $((left - GRACE - 2)))
+    local rc=$?
+    local results="$OUT/ladder/results.json"
+    if [[ -f "$results" ]]; then
+        DETAIL=$("$PY" -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["entries"]
+ok = [x for x in e if x.get("status") == "ok"]
+rest = [x["key"] for x in e if x.get("status") != "ok"]
+print(f"{len(ok)} of {len(e)} entries measured" + (f"; not measured: {chr(44).join(rest)}" if rest else "") +
+      "; ladder/results.md")' "$results")
+    else
+        DETAIL="no results (logs/ladder.log)"
+    fi
+    ((rc == 0)) && STATUS=PASS || STATUS=FAIL
+}
+
+# capped SECONDS CMD...: CMD (run ...) with the deadline brought forward to SECONDS from now, if
+# that is sooner: one command that hangs does not take the whole part.
+capped() {
+    local DEADLINE=$((SECONDS + $1 < DEADLINE ? SECONDS + $1 : DEADLINE))
+    shift
+    "$@"
+}
+
+# A stand-in for a part (the self-test, tests/gpu/quick_selftest.sh): GPU_CHECK_STAND_INS=DIR
+# runs DIR/<part> instead, under the same deadline; its last line of output is the detail.
+quick_stand_in() {
+    local log="$LOGS/$1.log" rc
+    run "$log" "$GPU_CHECK_STAND_INS/$1"
+    rc=$?
+    DETAIL=$(grep -v '^  ' "$log" | tail -n 1)  # its own last line, not run's
+    ((rc == 0)) && STATUS=PASS || STATUS=FAIL
+}
+
+phase_quick() {
+    local end=$DEADLINE part start failed=0 nogpu=0 usable share
+    usable=$((end - SECONDS - QUICK_RESERVE))
+    GRACE=5
+    REGISTER_LINES="" TEST_LINES=""
+    for part in "${QUICK_PARTS[@]}"; do
+        start=$SECONDS STATUS=FAIL DETAIL=""
+        share=$((start + usable * QUICK_SHARE[$part] / 100))
+        DEADLINE=$((end - QUICK_RESERVE < share ? end - QUICK_RESERVE : share))
+        echo; echo "=== quick: $part ($(date +%H:%M:%S), $((DEADLINE - SECONDS)) s left)"
+        if ((DEADLINE - SECONDS < 3)); then
+            STATUS=NOT-RUN DETAIL="no time left before the deadline"
+        elif [[ -n "${GPU_CHECK_STAND_INS:-}" ]]; then
+            quick_stand_in "$part"
+        else
+            "quick_$part"
+        fi
+        ((SECONDS >= DEADLINE)) && STATUS=FAIL DETAIL="stopped at its time limit; $DETAIL"
+        [[ $STATUS == PASS ]] || failed=$((failed + 1))
+        [[ $STATUS == NO-GPU ]] && nogpu=$((nogpu + 1))
+        part_line "$part" "$STATUS" $((SECONDS - start)) "$DETAIL"
+        if [[ $part == registers && -n "$REGISTER_LINES" ]]; then
+            sed 's/^/               /' <<<"$REGISTER_LINES" | tee -a "$OUT/summary.txt"
+        fi
+        if [[ $part == tests && -n "$TEST_LINES" ]]; then
+            sed 's/^/               /' <<<"$TEST_LINES" | tee -a "$OUT/summary.txt"
+        fi
+    done
+    DEADLINE=$end
+    local left_out="left out for a longer GPU window: the sanitizer, workshop and curve phases, the kernels phase's PyTorch profile"
+    echo "  $left_out" | tee -a "$OUT/summary.txt"
+    if ((failed == 0)); then STATUS=PASS DETAIL="every part passed"
+    elif no_gpu && ((failed == nogpu)); then STATUS=NO-GPU DETAIL="built and planned; the other parts need a GPU"
+    else STATUS=FAIL DETAIL="$failed of ${#QUICK_PARTS[@]} parts did not pass"; fi
 }
 
 # --- Main -------------------------------------------------------------------------------------
