@@ -87,6 +87,7 @@ done
 BUDGET[quick]=$QUICK_DEADLINE
 [[ -z "$GTEST_DIR" && -f /usr/src/googletest/CMakeLists.txt ]] && GTEST_DIR=/usr/src/googletest
 [[ -z "$GTEST_DIR" || -f "$GTEST_DIR/CMakeLists.txt" ]] || die_usage "'$GTEST_DIR' holds no GoogleTest sources"
+[[ -z "$GTEST_DIR" ]] || GTEST_DIR=$(cd "$GTEST_DIR" && pwd)  # CMake runs from the repository's root
 TEST_JOBS=$((JOBS / 2 < 1 ? 1 : JOBS / 2 > 8 ? 8 : JOBS / 2))
 mkdir -p "$OUT/logs" || die_usage "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd) LOGS="$OUT/logs"
@@ -122,7 +123,7 @@ run() {
             kill -KILL -- "-$pid" 2>/dev/null
             stop=124
         fi
-        sleep 1
+        sleep 0.2
     done
     trap - INT TERM
     wait "$pid" 2>/dev/null; local rc=$?
@@ -156,6 +157,12 @@ run_ctest() {  # log build-dir ctest-args...
     [[ "$STATUS" == PASS ]]
 }
 
+# The stages CMake configured in a build tree (stage 06 is left out where NCCL was not found):
+# asking ninja for a target that does not exist would stop it before it builds anything.
+configured_stages() {  # build-dir
+    cmake --build "$1" --target help 2>/dev/null | grep -oE '\btest_stage[0-9]{2}\b' | cut -c11- | sort -u | paste -sd ' '
+}
+
 configure() {  # log build-dir preset extra-args...
     local log=$1 dir=$2 preset=$3; shift 3
     local args=(--no-warn-unused-cli --preset "$preset" -UCMAKE_CUDA_ARCHITECTURES "$@")
@@ -168,9 +175,13 @@ configure() {  # log build-dir preset extra-args...
 phase_build() {
     local log="$LOGS/build.log" targets=(bench_ceilings gpt_init gpt_prepare gpt_launch headers_link_twice) n shards
     configure "$log" "$BUILD" all || { STATUS=FAIL DETAIL="configure failed (logs/build.log)"; return; }
-    for n in $STAGES; do targets+=("train_$n" "test_stage$n" "bench_stage$n"); done
+    local configured
+    configured=$(configured_stages "$BUILD")
+    for n in $configured; do targets+=("train_$n" "test_stage$n" "bench_stage$n"); done
     run "$log" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0 ||
         { STATUS=FAIL DETAIL="build failed (logs/build.log)"; return; }
+    [[ "$configured" == "$STAGES" ]] ||
+        { STATUS=FAIL DETAIL="only stages $configured were configured (logs/build.log says why)"; return; }
     run "$log" cmake --build "$BUILD" --target data || { STATUS=FAIL DETAIL="no default corpus (logs/build.log)"; return; }
     shards=$(ls "$REPO"/data/brown/*_train_*.bin 2>/dev/null | wc -l)
     STATUS=PASS DETAIL="stages $STAGES built for sm_$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt"); $shards train shard(s)"
@@ -373,7 +384,7 @@ phase_curve() {
 # the arithmetic: tests/gpu/README.md, "The 15-minute recipe".
 QUICK_PARTS=(build registers tests kernels ladder)
 declare -A QUICK_SHARE=([build]=45 [registers]=12 [tests]=65 [kernels]=25 [ladder]=100)
-declare -A QUICK_PREDICTED=([build]=60 [registers]=8 [tests]=250 [kernels]=70 [ladder]=115)  # s, H100, 16 cores
+declare -A QUICK_PREDICTED=([build]=60 [registers]=8 [tests]=250 [kernels]=70 [ladder]=90)  # s, H100, 16 cores
 QUICK_RESERVE=30
 
 # The stages in the order the quick phase takes them: those never run on a GPU before first.
@@ -395,7 +406,11 @@ part_line() {  # name status seconds detail
 quick_build() {
     local log="$LOGS/build.log" targets=(bench_ceilings gpt_init gpt_prepare gpt_launch) n shards arch
     configure "$log" "$BUILD" all || { DETAIL="configure failed (logs/build.log)"; return; }
-    for n in $(stages_first); do targets+=("test_stage$n" "train_$n" "bench_stage$n"); done
+    local configured
+    configured=$(configured_stages "$BUILD")
+    for n in $(stages_first); do
+        [[ " $configured " == *" $n "* ]] && targets+=("test_stage$n" "train_$n" "bench_stage$n")
+    done
     # -k 0: a stage that does not build leaves the others to be built, tested and measured.
     run "$log" cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" -- -k 0
     local built=$?
@@ -403,12 +418,15 @@ quick_build() {
     run "$log" cmake --build "$BUILD" --target data || { DETAIL="no default corpus (logs/build.log)"; return; }
     shards=$(ls "$REPO"/data/brown/*_train_*.bin 2>/dev/null | wc -l)
     arch=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
-    if ((built == 0)); then
+    local missing=()
+    for n in $(stages_first); do [[ -x "$BUILD/stages/test_stage$n" ]] || missing+=("$n"); done
+    if ((built == 0 && ${#missing[@]} == 0)); then
         STATUS=PASS DETAIL="stages $STAGES built for sm_$arch; $shards train shard(s)"
     else
-        local missing=()
-        for n in $(stages_first); do [[ -x "$BUILD/stages/test_stage$n" ]] || missing+=("$n"); done
-        DETAIL="the build failed (logs/build.log); not built: test_stage of ${missing[*]:-none}; the parts below run what was built"
+        DETAIL="not built: stage(s) ${missing[*]}"
+        [[ "$configured" == "$STAGES" ]] || DETAIL+=" (configured: $configured; logs/build.log says why)"
+        ((built == 0)) || DETAIL+=" (the build failed: logs/build.log)"
+        DETAIL+="; the parts below run what was built"
     fi
 }
 
@@ -423,7 +441,7 @@ quick_registers() {
     REGISTER_LINES=$(grep -oE 'registers: [0-9]+ kernels? on .*least margin.*' "$log")
     failed=$(sed -n '/The following tests FAILED/,$p' "$log" | grep -oE 'registers\.[a-z0-9_]+' | paste -sd ' ')
     if ((rc == 0)); then STATUS=PASS; else STATUS=FAIL; fi
-    DETAIL=$(grep -oE 'least margin [0-9]+ \([^)]*\)' <<<"$REGISTER_LINES" | paste -sd ';' | sed 's/;/; /g')
+    DETAIL=$(grep -oE 'least margin [0-9]+ .*$' <<<"$REGISTER_LINES" | paste -sd ';' | sed 's/;/; /g')
     [[ -n "$DETAIL" ]] || DETAIL="no margins"
     ((rc == 0)) || DETAIL="failed: ${failed:-see logs/registers.log} (logs/registers.log); $DETAIL"
 }
@@ -431,6 +449,7 @@ quick_registers() {
 quick_tests() {
     local plan="$OUT/tests_plan.json" i count spec name logs=() isolated=1
     : >"$LOGS/tests_plan.log"
+    rm -f "$plan"  # an earlier run's must not stand in for this one's
     SHOW=1 run "$LOGS/tests_plan.log" "$PY" "$REPO/tests/gpu/ctest_plan.py" plan --build "$BUILD" --out "$plan" ||
         isolated=0
     [[ -f "$plan" ]] || { DETAIL="no plan of the tests (logs/tests_plan.log)"; return; }
@@ -448,7 +467,7 @@ quick_tests() {
         echo "  batch $((i + 1)) of $count: $name"
         logs+=("$LOGS/tests_$((i + 1)).log")
         : >"$LOGS/tests_$((i + 1)).log"  # an earlier run's results into the same --out must not count
-        # One OpenMP thread per test's CPU reference: TEST_JOBS tests share the cores.
+        # The cores shared among the TEST_JOBS tests: each test's CPU reference gets its part.
         OMP_NUM_THREADS=$(((JOBS + TEST_JOBS - 1) / TEST_JOBS)) run_ctest "$LOGS/tests_$((i + 1)).log" "$BUILD" \
             -I "$spec" --timeout 240
     done
@@ -511,31 +530,56 @@ attention_stages() {  # stage 02's materialised attention and stage 03's flash a
     echo "${out:-none}"
 }
 
+# The PyTorch entries the quick ladder may take, most wanted first (the counterparts of stages 05
+# and 04, where the goal is measured, then 03's and the older ones), with the seconds each took in
+# the ladder of 2026-11-23 (H100, 10 steps; torch.compile's most of the first two). An entry is
+# taken only if it fits in what is left after the C++ entries: one cut off midway measures nothing.
+QUICK_TORCH=(pad compile sdpa bf16 tf32 fp32)
+declare -A QUICK_TORCH_SECONDS=([pad]=74 [compile]=78 [sdpa]=36 [bf16]=35 [tf32]=37 [fp32]=38)
+QUICK_CPP_SECONDS=50  # gpt_init, bench_ceilings and seven C++ entries of 8 steps (predicted)
+
 quick_ladder() {
-    local steps=${STEPS:-8} left=$((DEADLINE - SECONDS))
+    local steps=${STEPS:-8} left=$((DEADLINE - SECONDS)) key spare torch=() skipped=()
+    if ((left < 30)); then STATUS=NOT-RUN DETAIL="less than 30 s left"; return; fi
+    spare=$((left - QUICK_CPP_SECONDS - 15))
+    for key in "${QUICK_TORCH[@]}"; do
+        if ((QUICK_TORCH_SECONDS[$key] + 10 <= spare)); then
+            torch+=("$key") spare=$((spare - QUICK_TORCH_SECONDS[$key] - 10))
+        else
+            skipped+=("$key")
+        fi
+    done
+    local torch_list
+    torch_list=$(IFS=,; echo "${torch[*]:-none}")
     # shellcheck disable=SC2207  # the arguments hold no spaces
     local args=($(ladder_args ladder) --steps "$steps" --skip $((steps * 3 / 8)) --batch "$BATCH"
-        --order newest-first --timeout 150 --grace "$GRACE")
+        --order newest-first --torch "$torch_list" --timeout 150 --grace 2)
+    rm -f "$OUT/ladder/results.json"  # an earlier run's must not be reported as this one's
     if no_gpu; then
         (cd "$REPO" && SHOW=1 run "$LOGS/ladder.log" "$PY" "${args[@]}" --budget "$left" --dry-run) &&
             STATUS=NO-GPU DETAIL="the ladder needs a GPU (its plan is above)" || DETAIL="its --dry-run failed"
         return
     fi
-    (cd "$REPO" && run "$LOGS/ladder.log" "$PY" "${args[@]}" --budget $((left - GRACE - 2)))
-    local rc=$?
+    # Its own budget ends it before the part's deadline, with time to write its results.
+    (cd "$REPO" && run "$LOGS/ladder.log" "$PY" "${args[@]}" --budget $((left - GRACE - 10)))
     local results="$OUT/ladder/results.json"
-    if [[ -f "$results" ]]; then
-        DETAIL=$("$PY" -c '
+    if [[ ! -f "$results" ]]; then DETAIL="no results (logs/ladder.log)"; return; fi
+    # PASS: every C++ stage and every PyTorch entry it took measured; the PyTorch entries left out
+    # for lack of time are named, for a later window.
+    DETAIL=$("$PY" -c '
 import json, sys
 e = json.load(open(sys.argv[1]))["entries"]
-ok = [x for x in e if x.get("status") == "ok"]
-rest = [x["key"] for x in e if x.get("status") != "ok"]
-print(f"{len(ok)} of {len(e)} entries measured" + (f"; not measured: {chr(44).join(rest)}" if rest else "") +
-      "; ladder/results.md")' "$results")
-    else
-        DETAIL="no results (logs/ladder.log)"
-    fi
-    ((rc == 0)) && STATUS=PASS || STATUS=FAIL
+ok = [x["key"] for x in e if x.get("status") == "ok"]
+bad = ["%s (%s)" % (x["key"], x.get("status")) for x in e if x.get("status") != "ok"]
+line = "%d of %d entries measured" % (len(ok), len(e))
+if bad:
+    line += "; not measured: " + ", ".join(bad)
+print(line)
+sys.exit(1 if bad else 0)' "$results")
+    local measured=$?
+    ((${#skipped[@]} == 0)) || DETAIL+="; left for a later window (no time): PyTorch ${skipped[*]}"
+    DETAIL+="; ladder/results.md"
+    ((measured == 0)) && STATUS=PASS || STATUS=FAIL
 }
 
 # capped SECONDS CMD...: CMD (run ...) with the deadline brought forward to SECONDS from now, if
@@ -621,7 +665,11 @@ main() {
 
 # Every log and result, without checkpoints and token files, in one archive that travels.
 archive() {
-    tar -czf "$ARCHIVE" -C "$OUT" --exclude='*.ckpt' --exclude='*.bin' . || return 1
+    # Written beside, then moved: an archive inside --out must not pack itself.
+    local tmp
+    tmp=$(mktemp "${TMPDIR:-/tmp}/gpu_check.XXXXXX.tar.gz") || return 1
+    tar -czf "$tmp" -C "$OUT" --exclude='*.ckpt' --exclude='*.bin' --exclude="$(basename "$ARCHIVE")" . &&
+        mv -f "$tmp" "$ARCHIVE" || { rm -f "$tmp"; return 1; }
     local bytes
     bytes=$(stat -c %s "$ARCHIVE")
     echo "archive: $ARCHIVE, $((bytes >> 10)) KiB"

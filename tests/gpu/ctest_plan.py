@@ -137,7 +137,7 @@ def report(args):
         failed = []
         for n in names:
             r = results.get(n)
-            if r is None:
+            if r is None or r == "Not Run":  # never started, or its program was not built
                 count["not run"] += 1
             elif r == "Passed":
                 count["passed"] += 1
