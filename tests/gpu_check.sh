@@ -254,6 +254,12 @@ phase_workshop() {
     if ((bad > 0 || total == 0)); then STATUS=FAIL; elif no_gpu; then STATUS=NO-GPU; else STATUS=PASS; fi
 }
 
+attention_stages() {  # stage 02's materialised attention and stage 03's flash attention, where built
+    local s out
+    out=$(for s in $STAGES; do [[ $s == 02 || $s == 03 ]] && echo "$s"; done | paste -sd, -)
+    echo "${out:-none}"
+}
+
 phase_kernels() {
     local n exe rc bad=0 done=0
     mkdir -p "$OUT/kernels"
@@ -286,13 +292,8 @@ phase_kernels() {
     # Attention alone beside PyTorch's SDPA backends, at T = 1024 to 8192 (tests/bench/attention.py):
     # stage 02's materialised attention and stage 03's flash attention with its variants; the later
     # stages use stage 03's as it is.
-    local attention_stages
-    attention_stages=$(for s in $STAGES; do [[ $s == 02 || $s == 03 ]] && echo "$s"; done | paste -sd, -)
-    if [[ -z "$attention_stages" ]]; then
-        attention_stages=none
-    fi
     if (cd "$REPO" && SHOW=1 run "$LOGS/attention.log" "$PY" tests/bench/attention.py --build "$BUILD" \
-        --out "$OUT/attention" --stages "$attention_stages"); then
+        --out "$OUT/attention" --stages "$(attention_stages)"); then
         done=$((done + 1))
     else
         bad=$((bad + 1)) && echo "  tests/bench/attention.py failed (logs/attention.log)"
@@ -524,11 +525,6 @@ quick_kernels() {
     ((bad == 0)) && STATUS=PASS || STATUS=FAIL
 }
 
-attention_stages() {  # stage 02's materialised attention and stage 03's flash attention, where built
-    local s out
-    out=$(for s in $STAGES; do [[ $s == 02 || $s == 03 ]] && echo "$s"; done | paste -sd, -)
-    echo "${out:-none}"
-}
 
 # The PyTorch entries the quick ladder may take, most wanted first (the counterparts of stages 05
 # and 04, where the goal is measured, then 03's and the older ones), with the seconds each took in

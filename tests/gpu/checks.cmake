@@ -63,7 +63,7 @@ function(gpt_add_sanitizer_tests num)
   endforeach()
 endfunction()
 
-# gpt_add_register_check(<name> <num>): registers.stage<num>, the CTest test of tests/gpu/<name>.cu,
+# gpt_add_register_check(<name> <what>): registers.<what>, the CTest test of tests/gpu/<name>.cu,
 # a file that instantiates the stage's register-heavy kernels: tests/gpu/register_check.py
 # compiles it for sm_80 and sm_90 (the architectures the kernels are written for, whatever GPU
 # the build is for) with the build's own flags, prints each kernel's registers beside the most it
@@ -74,10 +74,10 @@ endfunction()
 # (compile_commands.json). flash_attention_registers: stage 03's attention; row_kernel_registers:
 # stage 04's LayerNorm and AdamW.
 # With EXPECT_SPILL the test passes when the check fails on a spill (registers.spill_is_found).
-function(gpt_add_register_check name num)
+function(gpt_add_register_check name what)
   cmake_parse_arguments(PARSE_ARGV 2 arg "EXPECT_SPILL" "" "")
   if(NOT Python3_Interpreter_FOUND)
-    message(STATUS "registers.${num} not added: no Python 3 found")
+    message(STATUS "registers.${what} not added: no Python 3 found")
     return()
   endif()
   if(NOT TARGET ${name})
@@ -86,13 +86,13 @@ function(gpt_add_register_check name num)
     target_link_libraries(${name} PRIVATE gpt_cuda)
     target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   endif()
-  add_test(NAME registers.${num}
+  add_test(NAME registers.${what}
            COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/gpu/register_check.py
                    --compile-commands ${CMAKE_BINARY_DIR}/compile_commands.json
                    --source ${PROJECT_SOURCE_DIR}/tests/gpu/${name}.cu --arch 80 --arch 90)
-  set_tests_properties(registers.${num} PROPERTIES LABELS "registers" TIMEOUT 300)
+  set_tests_properties(registers.${what} PROPERTIES LABELS "registers" TIMEOUT 300)
   if(arg_EXPECT_SPILL)
-    set_tests_properties(registers.${num} PROPERTIES PASS_REGULAR_EXPRESSION "FAIL: local memory in")
+    set_tests_properties(registers.${what} PROPERTIES PASS_REGULAR_EXPRESSION "FAIL: local memory in")
   endif()
 endfunction()
 
