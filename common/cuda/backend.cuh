@@ -32,15 +32,21 @@ struct CudaBackend {
     // the stage's precision, and the captured training step (stages with kCaptureStep).
     struct Context {
         template <class Stage>
-        explicit Context(StageTag<Stage>) : matmul_compute(cuda::MatmulMath<Stage::kPrecision>::compute) {
+        explicit Context(StageTag<Stage>) {
             CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+            // [stage switch kPrecision]
+            matmul_compute = cuda::MatmulMath<Stage::kPrecision>::compute;  // defined by the stage's files
+            // [end stage switch kPrecision]
+            // [stage switch kTimeMatmuls]
+            gemm.time_candidates(Stage::kTimeMatmuls && cuda::matmul_timing_on());
+            // [end stage switch kTimeMatmuls]
         }
         ~Context() { cudaStreamDestroy(stream); }
         Context(const Context&) = delete;
         Context& operator=(const Context&) = delete;
 
         cudaStream_t stream = nullptr;
-        cublasComputeType_t matmul_compute;  // what every matmul of the stage computes with
+        cublasComputeType_t matmul_compute{};  // what every matmul of the stage computes with
         // beta of the weight-gradient matmuls: 1 adds to the gradient (the ops' contract,
         // dweight +=), 0 writes it. Set by write_weight_gradients (below), which the model
         // graph calls in a step's first backward; 1 everywhere else.
@@ -90,18 +96,22 @@ struct CudaBackend {
     // The table entry that gave the peak, or "estimate"; empty when there is no peak.
     static std::string peak_flops_match() { return cuda::device_bf16_peak().source; }
     static size_t peak_memory_bytes() { return cuda::MemoryStats::peak(); }  // cuBLASLt's workspace included
-    // For the banner: how a matmul's algorithm is chosen (common/cuda/gemm.cuh).
+    // For the banner: how a matmul's algorithm is chosen, by the policy's kTimeMatmuls and the
+    // environment (common/cuda/gemm.cuh).
+    template <class Stage>
     static std::string matmul_algorithm() {
+        const bool policy_times = Stage::kTimeMatmuls;  // [describes the policy]
+        if (!policy_times) return "cuBLASLt, per shape its heuristic's first choice (kTimeMatmuls off)";
         if (!cuda::matmul_timing_on())
-            return "cuBLASLt, per shape its heuristic's first choice (GPT_MATMUL_TIMING=off)";
+            return "cuBLASLt, per shape its heuristic's first choice (kTimeMatmuls on, but GPT_MATMUL_TIMING=off)";
         return "cuBLASLt, per shape the fastest of its heuristic's first " +
                std::to_string(cuda::GemmContext::kCandidates) +
-               ", timed on the shape's first call (common/cuda/gemm.cuh)";
+               ", timed on the shape's first call (kTimeMatmuls on, common/cuda/gemm.cuh)";
     }
     // For the op table: which file defines the stage's matmul arithmetic.
     template <class Stage>
     static std::string matmul_math() {
-        return repo_path(cuda::MatmulMath<Stage::kPrecision>::source);
+        return repo_path(cuda::MatmulMath<Stage::kPrecision>::source);  // [describes the policy]
     }
 
     // Copies that wait until they are done: for setting up and reading back, not inside a step.
@@ -159,6 +169,7 @@ struct CudaBackend {
         Range& operator=(const Range&) = delete;
     };
 
+    // [stage switch kCaptureStep]
     // Step capture (stages with kCaptureStep): record what enqueue() queues, then replay it.
     template <class F>
     static void capture_step(Context& ctx, F&& enqueue) {
@@ -167,6 +178,7 @@ struct CudaBackend {
     static bool step_captured(const Context& ctx) { return ctx.step_graph.ready(); }
     static void replay_step(Context& ctx) { ctx.step_graph.replay(ctx.stream); }
     static void forget_step(Context& ctx) { ctx.step_graph.reset(); }
+    // [end stage switch kCaptureStep]
 };
 
 }  // namespace gpt

@@ -14,15 +14,17 @@
 // Slower, but every shape works.
 //
 // The algorithm: cuBLASLt's heuristic ranks its kernels for a shape by a model of the GPU, and its
-// first choice is not always the fastest. The first call of a shape asks for up to kCandidates,
+// first choice is not always the fastest. Stages 00-03 take that first choice, as PyTorch eager
+// does. From stage 04 on (the policy's kTimeMatmuls, the counterpart of torch.compile's
+// mode="max-autotune") the first call of a shape asks for up to kCandidates,
 // runs each a few times on the call's own operands and keeps the fastest for the rest of the run
 // (the trainer's first step makes every first call, outside any recorded CUDA Graph). Trying an
 // algorithm writes C, so only a call that overwrites C (beta = 0) and does not read what it
 // writes is timed; a shape first met with beta != 0, or while a graph is recorded, keeps the
 // heuristic's first choice. The weight gradients qualify because a step's first backward writes
 // them with beta = 0 (train/gpt.h, zero_grad). With GPT_MATMUL_TIMING=off in the environment
-// nothing is timed: the heuristic's first choice, the same from run to run (and the sanitizer
-// runs, under which every timed run is slow, set it).
+// nothing is timed in any stage: the heuristic's first choice, the same from run to run (and the
+// sanitizer runs, under which every timed run is slow, set it).
 //
 // Epilogues (stage 04): cuBLASLt can finish a product in the same kernel, before the result
 // leaves the chip: add a bias, apply GELU (keeping its input for backward), apply GELU's
@@ -68,6 +70,7 @@ struct MatmulMath;
 //   kDGelu        C[m, n] *= gelu'(aux[m, n])                        (aux: the GELU's input, read)
 //   kBGradB       bias_grad[m] = Σ_k op(A)[m, k], written (not added), in C's type: with op(A) = doutᵀ,
 //                 the bias gradient of a linear layer, summed while the weight gradient reads dout
+// [stage switch Epilogue]
 struct Epilogue {
     enum Kind { kNone = 0, kBias, kGeluAuxBias, kDGelu, kBGradB };
     Kind kind = kNone;
@@ -85,6 +88,7 @@ struct Epilogue {
     }
     static Epilogue bias_gradient(void* bias_grad) { return {kBGradB, nullptr, bias_grad}; }
 };
+// [end stage switch Epilogue]
 
 namespace detail {
 
@@ -143,8 +147,8 @@ void copy_matrices(cudaStream_t stream, T* dst, long long dst_ld, long long dst_
 
 }  // namespace detail
 
-// Whether matmul algorithms are chosen by timing (the top of this file): unless the environment
-// says GPT_MATMUL_TIMING=off.
+// Whether the environment lets a stage that times matmul algorithms (the top of this file) do so:
+// unless it says GPT_MATMUL_TIMING=off.
 inline bool matmul_timing_on() {
     const char* value = std::getenv("GPT_MATMUL_TIMING");
     if (!value || std::string(value) == "on") return true;
@@ -160,8 +164,9 @@ class GemmContext {
     static constexpr int kCandidates = 8;  // algorithms asked of the heuristic and timed, per shape
     static constexpr int kTimedRuns = 3;   // runs of each, after one untimed run (which loads its kernel)
 
-    // The workspace is a DeviceBuffer, so the reported peak device memory includes it.
-    GemmContext() : workspace_(kWorkspaceBytes), time_candidates_(matmul_timing_on()) {
+    // The workspace is a DeviceBuffer, so the reported peak device memory includes it. The
+    // heuristic's first choice until time_candidates(true) (a stage's kTimeMatmuls: cuda/backend.cuh).
+    GemmContext() : workspace_(kWorkspaceBytes) {
         CUBLAS_CHECK(cublasLtCreate(&handle_));
     }
     ~GemmContext() {
@@ -190,10 +195,11 @@ class GemmContext {
     // For tests: shapes first seen from now on run on padded copies, as if cuBLASLt had no
     // algorithm for them.
     void force_padded_copies(bool on) { force_padded_ = on; }
-    // For tests: shapes first seen from now on keep the heuristic's first choice (false) instead
-    // of the fastest of its candidates (true: the default unless GPT_MATMUL_TIMING=off), and
-    // faster_of() prefers its first way untimed.
+    // Shapes first seen from now on keep the heuristic's first choice (false, the default) or
+    // take the fastest of its candidates (true), and faster_of() times its two ways or prefers
+    // its first untimed. The stage's context sets it from kTimeMatmuls; tests set it directly.
     void time_candidates(bool on) { time_candidates_ = on; }
+    bool times_candidates() const { return time_candidates_; }
 
     // Which of two ways of doing one piece of a matmul's work is faster, timed the first time
     // `what` is met and remembered for the rest of the run. Stage 04 asks whether a product with
@@ -204,6 +210,7 @@ class GemmContext {
     // whether that is harmless (`repeatable`: every run leaves the results one run leaves);
     // where it is not, or while a CUDA Graph is recorded, nothing is timed or remembered and
     // the first way is preferred. Returns 0 for `first`, 1 for `second`; the caller runs it.
+    // [stage switch kTimeMatmuls]
     template <class First, class Second>
     int faster_of(cudaStream_t stream, const std::string& what, bool repeatable, First&& first, Second&& second) {
         for (const WayChoice& c : ways_)
@@ -216,6 +223,7 @@ class GemmContext {
         ways_.push_back(c);
         return c.chosen;
     }
+    // [end stage switch kTimeMatmuls]
     struct WayChoice {
         std::string what;
         float ms[2];  // each way's mean time; -1: it cannot run
@@ -304,6 +312,7 @@ class GemmContext {
         CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.op, pr.compute, CUDA_R_32F));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
         CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+        // [stage switch Epilogue]
         if (pr.epilogue.kind != Epilogue::kNone) {
             const cublasLtEpilogue_t kind = lt_epilogue(pr.epilogue.kind);
             CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &kind, sizeof(kind)));
@@ -314,6 +323,7 @@ class GemmContext {
             // The heuristic reads the pointers' alignment from these.
             set_epilogue_pointers(p, pr.epilogue);
         }
+        // [end stage switch Epilogue]
         // Stored shapes (column-major rows x cols) of the two operands and of the result.
         const int M = pr.M, N = pr.N, K = pr.K;
         CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, pr.type, pr.trans_b ? K : N, pr.trans_b ? N : K, b.ld));
@@ -374,6 +384,7 @@ class GemmContext {
         p.info.numerical_impl = impl;
     }
 
+    // [stage switch kTimeMatmuls]
     // Times every candidate of p on this call's operands and keeps the fastest; run(algo) queues
     // one product with that algorithm. One untimed run first: it loads the kernel and skips a
     // candidate the library refuses at run time.
@@ -414,6 +425,7 @@ class GemmContext {
         cudaEventDestroy(stop);
         return ms / kTimedRuns;
     }
+    // [end stage switch kTimeMatmuls]
 
     // At least `bytes` of scratch. A larger area is added, never swapped in: a CUDA Graph
     // recorded earlier may still read and write the older one. Each new area is at least twice the
@@ -430,6 +442,7 @@ class GemmContext {
         return scratch_.back().data();
     }
 
+    // [stage switch Epilogue]
     // The same kinds, swapped into cuBLASLt's column-major view (see choose()): our bias over C's
     // columns is its bias over D's rows, and our op(A) is its B.
     static cublasLtEpilogue_t lt_epilogue(Epilogue::Kind kind) {
@@ -449,7 +462,9 @@ class GemmContext {
             CUBLAS_CHECK(
                 cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &e.aux, sizeof(e.aux)));
     }
+    // [end stage switch Epilogue]
 
+    // [stage switch kTimeMatmuls]
     // Whether this call can run several times in a row without changing its result: it
     // overwrites C (beta = 0), nothing it writes is something it reads, and no CUDA Graph is
     // being recorded (timing waits for the device).
@@ -475,6 +490,7 @@ class GemmContext {
                 if (w.overlaps(r)) return false;
         return true;
     }
+    // [end stage switch kTimeMatmuls]
 
     static const char* epilogue_name(Epilogue::Kind kind) {
         switch (kind) {
@@ -497,7 +513,7 @@ class GemmContext {
     std::map<Key, Plan> plans_;
     std::set<std::string> reported_;  // notes already printed on stderr
     bool force_padded_ = false;
-    bool time_candidates_;
+    bool time_candidates_ = false;
     std::vector<WayChoice> ways_;  // faster_of()'s answers
     Algorithm last_;
 };
@@ -542,11 +558,14 @@ bool GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
             !with_epilogue || (batch == 1 && (!epilogue.aux || epilogue.aux_ld % 8 == 0));
         if (!force_padded_ && epilogue_possible)
             status = choose(p, pr, {lda, stride_a, align_a}, {ldb, stride_b, align_b}, {ldc, stride_c, align_c});
+        // [stage switch Epilogue]
         if (status != CUBLAS_STATUS_SUCCESS && with_epilogue) {
             // The caller runs the epilogue's work itself (see the top of this file).
             p.release();
             p.info.unsupported = true;
-        } else if (status != CUBLAS_STATUS_SUCCESS) {
+        }
+        // [end stage switch Epilogue]
+        if (status != CUBLAS_STATUS_SUCCESS && !with_epilogue) {
             p.release();
             const std::string note = "cuBLASLt has no " + type + " algorithm for a " + shape() +
                                      " matmul with leading dimensions " + std::to_string(lda) + ", " +
@@ -588,12 +607,14 @@ bool GemmContext::gemm(cudaStream_t stream, cublasComputeType_t compute, bool tr
             return cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &algo,
                                   workspace_.data(), kWorkspaceBytes, stream);
         };
+        // [stage switch kTimeMatmuls]
         if (!p.info.padded && !p.info.unsupported && p.candidates.size() > 1 && time_candidates_ &&
             repeatable(stream, beta, trans_a, trans_b, M, N, K, A, lda, stride_a, B, ldb, stride_b, C, ldc, stride_c,
                        batch, epilogue)) {
             if (with_epilogue) set_epilogue_pointers(p, epilogue);
             pick_fastest(p, stream, run_with);
         }
+        // [end stage switch kTimeMatmuls]
         p.candidates.clear();
         it = plans_.emplace(key, p).first;
     }

@@ -10,6 +10,7 @@
 
 namespace gpt::cuda {
 
+// [stage switch kCaptureStep]
 class StepGraph {
   public:
     StepGraph() = default;
@@ -51,5 +52,6 @@ class StepGraph {
   private:
     cudaGraphExec_t exec_ = nullptr;
 };
+// [end stage switch kCaptureStep]
 
 }  // namespace gpt::cuda

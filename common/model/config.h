@@ -14,8 +14,10 @@ struct GPTConfig {
     int n_embd = 768;        // C
 
     int head_size() const { return n_embd / n_head; }
+    // [stage switch kVocabMultiple]
     // The vocabulary rounded up to a multiple (stages that pad it use 64 or 128).
     int padded_vocab(int multiple) const { return (vocab_size + multiple - 1) / multiple * multiple; }
+    // [end stage switch kVocabMultiple]
     bool operator==(const GPTConfig& o) const {
         return max_seq_len == o.max_seq_len && vocab_size == o.vocab_size && n_layer == o.n_layer &&
                n_head == o.n_head && n_embd == o.n_embd;

@@ -31,10 +31,12 @@ struct ParamLayout {
 // Seeded GPT-2 initialisation (docs/formats.md), unpadded layout.
 std::vector<float> init_parameters(const GPTConfig& config, uint64_t seed);
 
+// [stage switch kVocabMultiple]
 // Moves between the file layout (V rows of wte) and a padded one (vocab_rows of wte, extra
 // rows zero). With vocab_rows == V both are copies.
 std::vector<float> pad_vocab(const std::vector<float>& params, const GPTConfig& config, int vocab_rows);
 std::vector<float> unpad_vocab(const std::vector<float>& params, const GPTConfig& config, int vocab_rows);
+// [end stage switch kVocabMultiple]
 
 // Where element `index` of the flat file layout lies, by tensor: "12 of wte".
 std::string param_position(const GPTConfig& config, size_t index);

@@ -39,17 +39,22 @@ struct Buffers {
         size_t logits, classifier_saved, scratch;
         Sizes(const GPTConfig& config, int B, int T, int micro_batches, const Shard& shard) {
             const size_t N = size_t(B) * T, C = config.n_embd, NH = config.n_head;
-            const size_t Vp = config.padded_vocab(S::kVocabMultiple), a = sizeof(act_t);
+            // [stage switch kVocabMultiple]
+            const size_t Vp = config.padded_vocab(S::kVocabMultiple);  // logits' columns, wte's rows
+            // [end stage switch kVocabMultiple]
+            const size_t a = sizeof(act_t);
             L = config.n_layer;
             tokens = N;
             staging = 2 * N * micro_batches;  // inputs and targets of every micro-batch of a step
             grads = shard.padded;
             act = N * C, act3 = N * 3 * C, act4 = N * 4 * C, rows = N;
             att_saved = O::Attention::saved_bytes(B, T, C, NH, a);
+            // [stage switch kLossChunkRows]
             // All N rows of logits, or (a stage whose loss works in chunks, train/model_graph.h)
             // one chunk's, but at least the T of one sequence, which text generation reads.
             const size_t logit_rows =
                 S::kLossChunkRows > 0 ? std::min(N, std::max(size_t(S::kLossChunkRows), size_t(T))) : N;
+            // [end stage switch kLossChunkRows]
             logits = logit_rows * Vp;
             // The fused classifier slot (ClassifierWithGrad) and the plain one (evaluate) share what
             // they save for backward, and every op shares one scratch area (both at least one

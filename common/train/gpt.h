@@ -57,16 +57,25 @@ class GPT {
     using Parallel = typename O::Parallel;
     static_assert(std::is_same_v<typename Optimizer::act_t, act_t>,
                   "the stage's Optimizer must give the weights in the stage's act_t");
+    // [stage switch kVocabMultiple]
     static_assert(S::kVocabMultiple == 1 ||
                       (masks_padding_v<typename O::Classifier> && masks_padding_v<typename O::ClassifierWithGrad>),
                   "a stage that pads the vocabulary needs classifiers that mask the padded columns");
+    // [end stage switch kVocabMultiple]
+
+    // [stage switch kVocabMultiple]
+    // The rows of wte, its gradient, its optimizer state and of the logits: the vocabulary rounded
+    // up to the stage's multiple (stage 05: 50257 -> 50304). The padded rows stay zero, and files
+    // keep the vocabulary's rows (pad_vocab and unpad_vocab, common/model/params.h).
+    static int padded_vocab(const GPTConfig& config) { return config.padded_vocab(S::kVocabMultiple); }
+    // [end stage switch kVocabMultiple]
 
     // B, T: the largest micro-batch forward() will see. micro_batches: how many forward()s a
     // step holds before sync() (the pinned staging keeps that many batches; more only make the
     // host wait). parallel: the processes training together (null: this one alone).
     GPT(const GPTConfig& config, int B, int T, int micro_batches = 1, Parallel* parallel = nullptr)
         : config_(checked(config, B, T, micro_batches)), B_(B), T_(T), slots_(micro_batches),
-          Vp_(config.padded_vocab(S::kVocabMultiple)), layout_(config, Vp_),
+          Vp_(padded_vocab(config)), layout_(config, Vp_),
           own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
           parallel_(parallel ? parallel : own_parallel_.get()), ctx_(stage_tag<S>),
           shard_(parallel_->shard(layout_.total())),
@@ -89,7 +98,7 @@ class GPT {
     static Memory memory_needed(const GPTConfig& config, int B, int T, int micro_batches = 1,
                                 const Parallel* parallel = nullptr) {
         checked(config, B, T, micro_batches);
-        const ParamLayout layout(config, config.padded_vocab(S::kVocabMultiple));
+        const ParamLayout layout(config, padded_vocab(config));
         const Shard shard = parallel ? parallel->shard(layout.total()) : whole(layout.total());
         const auto table = Buffers<S>::bytes(typename Buffers<S>::Sizes(config, B, T, micro_batches, shard));
         return {S::kContextBytes + Optimizer::memory_bytes(layout, shard) + table.device, table.pinned};
@@ -258,6 +267,7 @@ class GPT {
             }
             enqueue_update(settings);
         };
+        // [stage switch kCaptureStep]
         if constexpr (S::kCaptureStep) {
             const CaptureKey key{k, B, T, loss_scale, settings};
             if (S::step_captured(ctx_) && key == captured_) {
@@ -283,6 +293,7 @@ class GPT {
         } else {
             enqueue();
         }
+        // [end stage switch kCaptureStep]
         return sync();
     }
 
@@ -366,6 +377,7 @@ class GPT {
         return ranges;
     }
 
+    // [stage switch Parallel]
     void gradients_ready(int bucket) {
         Graph::op("gradient reduction (bucket)",
                   [&] { parallel_->gradients_ready(ctx_, buf_.grads.data(), buckets_[bucket]); });
@@ -388,6 +400,7 @@ class GPT {
             Graph::op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
         updated_ = true;
     }
+    // [end stage switch Parallel]
 
     // --- staging: host data reaches the device through pinned buffers, without a wait ------
 
@@ -478,6 +491,7 @@ class GPT {
         return host;
     }
 
+    // [stage switch kCaptureStep]
     // What a captured step was recorded with: a step of another shape or settings is recaptured.
     struct CaptureKey {
         int micro_batches = 0, B = 0, T = 0;
@@ -490,6 +504,7 @@ class GPT {
                    settings.grad_clip == o.settings.grad_clip;
         }
     };
+    // [end stage switch kCaptureStep]
 
     static constexpr int kLossSum = Buffers<S>::kLossSum, kGradSumSquares = Buffers<S>::kGradSumSquares,
                          kNumStats = Buffers<S>::kNumStats;

@@ -92,12 +92,14 @@ class ModelGraph {
         if (logits) lm_head(P, 0, N);
     }
 
+    // [stage switch kLossChunkRows]
     // The rows of logits one pass of the loss handles, of a batch of N positions: all of them, or
     // a chunk of S::kLossChunkRows. Chunked, buf.logits holds one chunk, and the LM head's
     // matmuls and the classifier run once per chunk: the memory of B·T x Vp logits (1.6 GB in
     // bf16 at B·T = 16384 for GPT-2) is never needed at once.
     static int loss_rows(int N) { return S::kLossChunkRows > 0 ? std::min(N, S::kLossChunkRows) : N; }
     static constexpr bool kLossInChunks = S::kLossChunkRows > 0;
+    // [end stage switch kLossChunkRows]
 
     // The loss of each of the N positions of the last forward, against buf.targets, into
     // buf.losses: validation, without gradients.

@@ -193,7 +193,7 @@ std::string describe_policy() {
                     "\n";
     if constexpr (S::kIsGpu) {
         s += "gpu        " + describe_gpu_need(stage_gpu_need<S>()) + "\n";
-        s += "matmuls    " + S::matmul_algorithm() + "\n";
+        s += "matmuls    " + S::template matmul_algorithm<S>() + "\n";
     }
     for (const OpRow& row : op_table<S>()) {
         char line[512];

@@ -25,6 +25,7 @@ struct Stage00 : CudaBackend {
     static constexpr int kVocabMultiple = 1;                  // rows of wte: V rounded up to this
     static constexpr bool kCaptureStep = false;               // the training step as one CUDA Graph
     static constexpr int kLossChunkRows = 0;                  // the loss over all rows' logits at once
+    static constexpr bool kTimeMatmuls = false;               // cuBLASLt's first choice of algorithm
 
     // The GPUs it runs on: any CUDA 13 builds for, compute capability 7.5 (T4, RTX 20xx) and newer.
     static constexpr int kMinComputeCapability = 75;

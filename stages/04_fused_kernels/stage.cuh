@@ -10,8 +10,12 @@
 //   kCaptureStep            the training step recorded once as a CUDA Graph and replayed
 //   kLossChunkRows          the LM head and the classifier 8192 rows at a time: the logits of
 //                           all B·T positions (1.6 GB at 16 x 1024) never exist at once
+//   kTimeMatmuls            each matmul shape's algorithm: the fastest of cuBLASLt's candidates,
+//                           timed on its first call (common/cuda/gemm.cuh), not the heuristic's
+//                           first choice
 // Attention is stage 03's, the optimizer's arithmetic stage 02's.
-// PyTorch equivalent: model = torch.compile(model) (and mode="reduce-overhead" for the graph)
+// PyTorch equivalent: model = torch.compile(model) (mode="reduce-overhead" for the graph,
+// mode="max-autotune" for the timed matmuls)
 #pragma once
 #include "../03_flash_attention/stage.cuh"
 #include "classifier.cuh"
@@ -28,6 +32,7 @@ struct Stage04 : Stage03 {
 
     static constexpr bool kCaptureStep = true;     // one launch per step
     static constexpr int kLossChunkRows = 8192;   // logits of 8192 rows at a time (common/train/model_graph.h)
+    static constexpr bool kTimeMatmuls = true;     // the fastest algorithm of each matmul shape, timed
 
     using Matmul = stage04::EpilogueMatmul;  // bias in the matmul, bias gradient beside dweight
     using LayerNorm = stage04::LayerNorm;    // the first block's ln_1: a warp per row

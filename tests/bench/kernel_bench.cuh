@@ -246,8 +246,8 @@ class KernelBench {
         const auto start = std::chrono::steady_clock::now();
         ctx_ = std::make_unique<typename S::Context>(stage_tag<S>);
         // Weight gradients written, not added: a step of one micro-batch, whose backward writes
-        // them (train/gpt.h, zero_grad). Their matmuls are then timed for the algorithm choice
-        // (common/cuda/gemm.cuh), as in the trainer.
+        // them (train/gpt.h, zero_grad). In a stage that times matmul algorithms (kTimeMatmuls),
+        // their matmuls are then timed for the choice (common/cuda/gemm.cuh), as in the trainer.
         S::write_weight_gradients(ctx(), true);
         print_banner();
         measure_ceilings();
@@ -831,8 +831,9 @@ class KernelBench {
                 const auto& a = c.algorithm;
                 if (a.timed == 0) {
                     std::printf("%-52s %6d  the heuristic's first, of %d (%s)\n", c.shape.c_str(), 0, a.candidates,
-                                a.padded        ? "padded copies"
-                                : a.unsupported ? "epilogue unsupported: separate kernels"
+                                !ctx().gemm.times_candidates() ? "kTimeMatmuls off: the stage times nothing"
+                                : a.padded                     ? "padded copies"
+                                : a.unsupported                ? "epilogue unsupported: separate kernels"
                                 : a.candidates <= 1
                                     ? "the only candidate"
                                     : "first met adding to C, writing what it reads, or while recording: not timed");

@@ -39,6 +39,26 @@ stage to this one, so that the chapter can show its one optimization in one plac
 Each patch starts with comment lines, which patch tools skip. The chapter of stage NN_name must
 link to diffs/NN_name.patch; --check says so when it does not.
 
+Shared code a stage turns on. Some of what a stage changes is code in common/ that every build
+compiles and only some stages run: stage 04's kCaptureStep records the step as a CUDA Graph
+(common/train/gpt.h, common/cuda/graph.cuh), its Epilogue plumbing lives in common/cuda/gemm.cuh.
+Such code is marked where it is, each region between two comment lines naming its switch:
+
+    // [stage switch kCaptureStep]
+    ...
+    // [end stage switch kCaptureStep]
+
+A switch is a policy setting (a `static constexpr ... kName` of stages/00_*/stage.cuh) or any
+other name a stage's own code uses (Epilogue, Parallel). A stage turns it on when the name appears in the
+code (not the comments) of a line its patch adds, and docs/diffs/NN_name.shared.md then shows
+every region of that switch; the chapter must link to it. The check fails when
+  - a line of common/ reads a policy setting (`S::kName`, `Stage::kName`) outside a region of
+    that switch: the code it turns on would not be shown. Except the settings in NOT_SWITCHES,
+    common/train/policy.h (it describes every setting), and a line whose comment says
+    `[describes the policy]` (the banner's words, not code the setting turns on);
+  - a marker is not closed, is closed without being opened, or names a switch no stage turns on;
+  - a listing is stale (regenerating fixes it) or a chapter does not link to its listing.
+
 Sources. A figure quoted from elsewhere names its source where it is quoted (title, author,
 year, address), so no page of docs/ and not README.md may say "the source material": both modes
 report each such line as a problem to fix by hand.
@@ -194,6 +214,119 @@ def stage_patch(root, prev, stage, prev_is_base):
     return head + body
 
 
+# Policy settings that are read in common/ but turn no code on: every stage runs the same code
+# with its own value.
+NOT_SWITCHES = {
+    "kIsGpu": "which backend, not a stage's choice",
+    "kMinComputeCapability": "read by the one device check every GPU stage runs",
+    "kGpuReason": "read by the one device check every GPU stage runs",
+}
+# Files that read every setting to describe the policy (the banner, --help).
+DESCRIBES_THE_POLICY = {"common/train/policy.h"}
+DESCRIBES_TAG = "[describes the policy]"
+SHARED_SUFFIXES = {".h", ".cuh", ".cpp", ".cu", ".inl"}
+SWITCH_BEGIN = re.compile(r"^\s*// \[stage switch (\w+)\]\s*$")
+SWITCH_END = re.compile(r"^\s*// \[end stage switch (\w+)\]\s*$")
+
+
+def code_part(line):
+    """A C++ line without its // comment (good enough here: no // inside the strings that matter)."""
+    return line.split("//", 1)[0]
+
+
+def policy_settings(root, base):
+    """The names of the base policy's settings: static constexpr ... kName = ...;"""
+    text = (base / "stage.cuh").read_text(encoding="utf-8")
+    return sorted(set(re.findall(r"static\s+constexpr\s+[\w:<>* ]+?\s(k\w+)\s*=", text)))
+
+
+def shared_files(root):
+    common = root / "common"
+    if not common.is_dir():
+        return []
+    return sorted(f for f in common.rglob("*") if f.is_file() and f.suffix in SHARED_SUFFIXES
+                  and "node_modules" not in f.parts)
+
+
+def switch_regions(root, problems):
+    """{switch: [(path, first line number, lines)]} from the markers in common/, and the
+    problems of the markers themselves."""
+    regions = {}
+    reads = []  # (path, line number, setting) of every setting read in code, with the open switches
+    for f in shared_files(root):
+        rel = f.relative_to(root).as_posix()
+        open_ = {}  # switch -> (start line number, lines)
+        for number, line in enumerate(f.read_text(encoding="utf-8").split("\n"), start=1):
+            begin, end = SWITCH_BEGIN.match(line), SWITCH_END.match(line)
+            if begin:
+                if begin.group(1) in open_:
+                    problems.append((f"{rel}:{number}: [stage switch {begin.group(1)}] opened again before its end",
+                                     False))
+                open_[begin.group(1)] = (number + 1, [])
+                continue
+            if end:
+                key = end.group(1)
+                if key not in open_:
+                    problems.append((f"{rel}:{number}: [end stage switch {key}] without its beginning", False))
+                    continue
+                start, lines = open_.pop(key)
+                regions.setdefault(key, []).append((rel, start, lines))
+                continue
+            for start, lines in open_.values():
+                lines.append(line)
+            reads.append((rel, number, line, set(open_)))
+        for key, (start, _) in open_.items():
+            problems.append((f"{rel}:{start - 1}: [stage switch {key}] is never ended", False))
+    return regions, reads
+
+
+def unmarked_reads(settings, reads, problems):
+    """A policy setting read in the code of common/ outside a region of its switch."""
+    watched = [k for k in settings if k not in NOT_SWITCHES]
+    for rel, number, line, open_ in reads:
+        if rel in DESCRIBES_THE_POLICY or DESCRIBES_TAG in line:
+            continue
+        for key in watched:
+            if re.search(rf"\b\w+::{key}\b", code_part(line)) and key not in open_:
+                problems.append((f"{rel}:{number}: reads {key} outside a [stage switch {key}] region: mark the "
+                                 f"code it turns on, so that the stage that sets it shows it", False))
+
+
+def switches_turned_on(patch, keys):
+    """{switch: (file, line)}: the switches whose names appear in the code of a line the patch
+    adds, each with the first such line and its file."""
+    on, path = {}, None
+    for line in patch.split("\n"):
+        if line.startswith("+++ "):
+            path = line[4:].strip()
+        elif line.startswith("+"):
+            for k in sorted(keys):
+                if k not in on and re.search(rf"\b{k}\b", code_part(line[1:])):
+                    on[k] = (path, line[1:].strip())
+    return dict(sorted(on.items()))
+
+
+def shared_listing(stage_name, prev_name, on, regions):
+    """docs/diffs/NN_name.shared.md: the shared code of each switch the stage turns on."""
+    out = [f"# {stage_name}: the shared code this stage turns on",
+           "",
+           f"[{stage_name}.patch]({stage_name}.patch) shows what this stage adds to {prev_name}: its policy and "
+           "its own files. The code below is in common/ and compiled into every stage; it runs where a stage's "
+           "policy turns it on, and this stage turns it on. Each region is marked in the source between "
+           "`// [stage switch NAME]` and `// [end stage switch NAME]`.",
+           "",
+           "Generated from the source by tests/docs/sync_docs.py; the docs test checks that it is current.",
+           ""]
+    if not on:
+        out += ["This stage turns on no shared code: its patch is the whole change.", ""]
+    for key, (path, line) in on.items():
+        out += [f"## {key}", "", f"Turned on in `{path}` by `{code_part(line).strip()}`", ""]
+        for rel, _, lines in regions[key]:
+            body = textwrap.dedent("\n".join(lines)).strip("\n")
+            out += [f"`{rel}`:", "", "```cpp", body, "```", ""]
+    return "\n".join(out)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if anything is stale")
@@ -213,23 +346,36 @@ def main():
 
     stages = sorted(d for d in (root / "stages").iterdir() if d.is_dir() and re.match(r"\d\d_", d.name))
     diffs = root / "docs" / "diffs"
+    regions, reads = switch_regions(root, problems)
+    unmarked_reads(policy_settings(root, stages[0]) if stages else [], reads, problems)
+    turned_on = set()
     for prev, stage in zip(stages, stages[1:]):
         patch = diffs / f"{stage.name}.patch"
         new = stage_patch(root, prev, stage, prev_is_base=prev == stages[0])
-        if not patch.is_file():
-            problems.append((f"docs/diffs/{patch.name}: missing", True))
-            writes.append((patch, new))
-        elif patch.read_text(encoding="utf-8") != new:
-            problems.append((f"docs/diffs/{patch.name}: no longer matches the stages", True))
-            writes.append((patch, new))
+        listing = diffs / f"{stage.name}.shared.md"
+        on = switches_turned_on(new, regions)
+        turned_on.update(on)
+        for path, text in ((patch, new), (listing, shared_listing(stage.name, prev.name, on, regions))):
+            if not path.is_file():
+                problems.append((f"docs/diffs/{path.name}: missing", True))
+                writes.append((path, text))
+            elif path.read_text(encoding="utf-8") != text:
+                problems.append((f"docs/diffs/{path.name}: no longer matches the source", True))
+                writes.append((path, text))
         chapter = root / "docs" / f"{stage.name}.md"
-        if not chapter.is_file() or f"(diffs/{stage.name}.patch)" not in chapter.read_text(encoding="utf-8"):
-            problems.append((f"docs/{stage.name}.md: does not link to diffs/{stage.name}.patch", False))
-    wanted = {f"{s.name}.patch" for s in stages[1:]}
-    for patch in sorted(diffs.glob("*.patch")) if diffs.is_dir() else []:
-        if patch.name not in wanted:
-            problems.append((f"docs/diffs/{patch.name}: no such stage", True))
-            removals.append(patch)
+        chapter_text = chapter.read_text(encoding="utf-8") if chapter.is_file() else ""
+        for path in (patch, listing):
+            if f"(diffs/{path.name})" not in chapter_text:
+                problems.append((f"docs/{stage.name}.md: does not link to diffs/{path.name}", False))
+    for key in sorted(set(regions) - turned_on):
+        for rel, start, _ in regions[key]:
+            problems.append((f"{rel}:{start - 1}: [stage switch {key}]: no stage turns {key} on (no stage's patch "
+                             f"adds code that names it), so no listing would show this code", False))
+    wanted = {f"{s.name}{suffix}" for s in stages[1:] for suffix in (".patch", ".shared.md")}
+    for path in sorted([*diffs.glob("*.patch"), *diffs.glob("*.shared.md")]) if diffs.is_dir() else []:
+        if path.name not in wanted:
+            problems.append((f"docs/diffs/{path.name}: no such stage", True))
+            removals.append(path)
 
     for w in warnings:
         print(w)
@@ -237,9 +383,10 @@ def main():
         for line, _ in problems:
             print(line)
         if problems:
-            print(f"to regenerate the excerpts and patches: {REGENERATE}")
+            print(f"to regenerate the excerpts, patches and listings: {REGENERATE}")
         if any(not fixable for _, fixable in problems):
-            print("(a marker whose text is not found or is ambiguous, or a missing link, is fixed by hand first)")
+            print("(a marker whose text is not found or is ambiguous, a missing link, or shared code that is not "
+                  "marked, is fixed by hand first)")
         return 1 if problems else 0
 
     diffs.mkdir(parents=True, exist_ok=True)
@@ -247,9 +394,9 @@ def main():
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
         print(f"wrote {path.relative_to(root).as_posix()}")
-    for patch in removals:
-        patch.unlink()
-        print(f"removed {patch.relative_to(root).as_posix()}")
+    for path in removals:
+        path.unlink()
+        print(f"removed {path.relative_to(root).as_posix()}")
     errors = [line for line, fixable in problems if not fixable]
     for line in errors:
         print(line, file=sys.stderr)

@@ -64,5 +64,91 @@ class UnnamedSources(unittest.TestCase):
             self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
 
 
+BASE_POLICY = "struct Stage00 {\n    static constexpr bool kCaptureStep = false;\n};\n"
+NEXT_POLICY = "struct Stage01 : Stage00 {\n    static constexpr bool kCaptureStep = true;\n};\n"
+LINKS = "# 01\n\n[patch](diffs/01_next.patch), [shared code](diffs/01_next.shared.md)\n"
+MARKED = ("void step() {\n"
+          "    // [stage switch kCaptureStep]\n"
+          "    if constexpr (S::kCaptureStep) replay();\n"
+          "    // [end stage switch kCaptureStep]\n"
+          "}\n")
+
+
+def make_two_stages(root, shared, chapter=LINKS):
+    """Stages 00 and 01 (01 turns kCaptureStep on), common/train/gpt.h holding `shared`."""
+    make_repo(root, "# 00\n")
+    (root / "stages" / "01_next").mkdir()
+    (root / "stages" / "00_base" / "stage.cuh").write_text(BASE_POLICY)
+    (root / "stages" / "01_next" / "stage.cuh").write_text(NEXT_POLICY)
+    (root / "docs" / "01_next.md").write_text(chapter)
+    (root / "common" / "train").mkdir(parents=True)
+    (root / "common" / "train" / "gpt.h").write_text(shared)
+
+
+def write(root):
+    run = subprocess.run([sys.executable, str(SCRIPT), "--root", str(root)], capture_output=True, text=True,
+                         timeout=60)
+    return run.returncode, run.stdout + run.stderr
+
+
+class SharedCode(unittest.TestCase):
+    def run_on(self, shared, chapter=LINKS):
+        """Writes (sync_docs.py without --check) on two stages; its exit code, output and listing."""
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_two_stages(root, shared, chapter)
+            code, out = write(root)
+            listing = root / "docs" / "diffs" / "01_next.shared.md"
+            return code, out, listing.read_text() if listing.is_file() else ""
+
+    def test_marked_code_is_listed_with_the_stage_that_turns_it_on(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_two_stages(root, MARKED)
+            code, out = write(root)
+            self.assertEqual(code, 0, out)
+            listing = (root / "docs" / "diffs" / "01_next.shared.md").read_text()
+            self.assertIn("## kCaptureStep", listing)
+            self.assertIn("if constexpr (S::kCaptureStep) replay();", listing)
+            self.assertIn("`static constexpr bool kCaptureStep = true;`", listing)
+            self.assertNotIn("[stage switch", listing.split("## kCaptureStep")[1])  # the markers are not shown
+            self.assertEqual(check(root), (0, ""))
+            # Marked code that changes makes the listing stale.
+            (root / "common" / "train" / "gpt.h").write_text(MARKED.replace("replay()", "replay_step()"))
+            code, out = check(root)
+            self.assertEqual(code, 1, out)
+            self.assertIn("docs/diffs/01_next.shared.md: no longer matches the source", out)
+
+    def test_a_setting_read_outside_its_region_fails(self):
+        code, out, _ = self.run_on(MARKED + "bool f() { return S::kCaptureStep; }\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("common/train/gpt.h:6: reads kCaptureStep outside a [stage switch kCaptureStep] region", out)
+
+    def test_comments_and_descriptions_are_not_reads(self):
+        code, out, _ = self.run_on(MARKED + "// S::kCaptureStep in a comment\n"
+                                            "bool g() { return S::kCaptureStep; }  // [describes the policy]\n")
+        self.assertEqual(code, 0, out)
+
+    def test_an_unclosed_marker_fails(self):
+        code, out, _ = self.run_on(MARKED.replace("    // [end stage switch kCaptureStep]\n", ""))
+        self.assertEqual(code, 1, out)
+        self.assertIn("common/train/gpt.h:2: [stage switch kCaptureStep] is never ended", out)
+
+    def test_a_switch_no_stage_turns_on_fails(self):
+        code, out, _ = self.run_on(MARKED + "// [stage switch kNothing]\nint x;\n// [end stage switch kNothing]\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("[stage switch kNothing]: no stage turns kNothing on", out)
+
+    def test_the_chapter_must_link_to_the_listing(self):
+        code, out, _ = self.run_on(MARKED, chapter="# 01\n\n[patch](diffs/01_next.patch)\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("docs/01_next.md: does not link to diffs/01_next.shared.md", out)
+
+    def test_a_stage_without_switches_says_its_patch_is_the_whole_change(self):
+        code, out, listing = self.run_on("int nothing_marked;\n")
+        self.assertEqual(code, 0, out)
+        self.assertIn("its patch is the whole change", listing)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1518,6 +1518,9 @@ TEST_F(Matmul, EpiloguesMatchTheCpu) {
 // bias epilogue, each checked against the CPU as well.
 TEST_F(Matmul, FastestAlgorithmMatchesTheHeuristicsFirst) {
     using gpt::cuda::Epilogue;
+    if constexpr (!TestStage::kTimeMatmuls)
+        GTEST_SKIP() << "this stage's policy takes the heuristic's first choice (kTimeMatmuls off): "
+                        "Matmul.ChoosesAlgorithmsAsThePolicySays checks that it times nothing";
     Rng rng(test_seed());
     const MatmulCase shapes[] = {{384, 256, 768}, {256, 1024, 256}, {131, 96, 200}};
     const bool bf16 = std::is_same_v<Act, gpt::bf16>;
@@ -1578,6 +1581,29 @@ TEST_F(Matmul, FastestAlgorithmMatchesTheHeuristicsFirst) {
         }
     }
     if (bf16) EXPECT_GT(timed_shapes, 0) << "no shape had several candidates to time";
+}
+
+// A stage's own context times candidates exactly when its policy says so (kTimeMatmuls: stage 04
+// on, the counterpart of torch.compile's max-autotune; stages 00-03 take the heuristic's first
+// choice, as PyTorch eager does), unless GPT_MATMUL_TIMING=off; and the banner says which.
+TEST_F(Matmul, ChoosesAlgorithmsAsThePolicySays) {
+    const bool timing = TestStage::kTimeMatmuls && gpt::cuda::matmul_timing_on();
+    Rng rng(test_seed());
+    const MatmulCase s{384, 256, 768};
+    const MatmulInputs in(rng, s);
+    const DeviceArray<Act> d_inp(in.inp), d_weight(in.weight);
+    StageContext ctx;
+    EXPECT_EQ(ctx.gemm.times_candidates(), timing);
+    DeviceArray<Act> d_out(size_t(s.N) * s.OC);
+    ctx.gemm.gemm(ctx.stream, ctx.matmul_compute, false, true, s.N, s.OC, s.C, 1.0f, d_inp.data(), s.C,
+                  d_weight.data(), s.C, 0.0f, d_out.data(), s.OC);  // beta = 0: a call that may be timed
+    sync_and_check("gemm");
+    const auto& a = ctx.gemm.last_algorithm();
+    if (!timing) EXPECT_EQ(a.timed, 0) << "a stage whose policy does not time matmuls timed candidates";
+    if (timing && a.candidates > 1 && !a.padded) EXPECT_GT(a.timed, 0) << "kTimeMatmuls is on, nothing was timed";
+    const std::string banner = gpt::describe_policy<TestStage>();
+    EXPECT_NE(banner.find(TestStage::kTimeMatmuls ? "kTimeMatmuls on" : "kTimeMatmuls off"), std::string::npos)
+        << banner;
 }
 
 // ---- the whole model ------------------------------------------------------------------------------
