@@ -13,6 +13,13 @@ out of the timing (CUDA context, cuBLAS heuristics, torch.compile). Per entry it
   peak memory  the most device memory the run held
   loss         the final training loss and the whole curve
 
+Every PyTorch entry that calls SDPA pins its backend (flash; cudnn for PyTorch best) and records
+the one it used. After the per-stage entries come two that show what an unaligned vocabulary costs
+PyTorch (sdpa_pad, compile_noshapepad: eager SDPA with the vocabulary padded, compile with
+Inductor's own shape padding off), and, with --torch best, PyTorch at its best (compile, fused
+AdamW, vocabulary padded, cuDNN attention) at the largest of 64, 32, 16 sequences that a two-step
+probe fits, with the C++ stages 04-06 beside it at that batch (rows of stage "best").
+
 The ladder computes none of the model's numbers itself: the C++ trainer's "start" event (its
 --log) says how many FLOPs a token costs and what the GPU's peak is, and the checkpoint's
 header how large the model is. So the named sizes, the FLOP count and the peak table exist
@@ -24,7 +31,8 @@ seconds, so that nothing the entry started keeps running.
 
 It also runs bench_ceilings (when built) for the two ceilings of this GPU. Outputs, in --out:
 results.json (everything, the input of --results-only), results.csv, results.md (the table),
-results.txt (the table for a terminal), loss.svg and throughput.svg (plot.py), logs/.
+results.txt (the table for a terminal), loss.svg and throughput.svg (plot.py; with PyTorch best also
+loss_best.svg and throughput_best.svg), logs/.
 
 Python 3 standard library only. See tests/bench/README.md.
 """
@@ -71,17 +79,51 @@ TRAIN_SETTINGS = [
 
 # The PyTorch configurations the chapters name as each stage's counterpart (the one-liner of
 # docs/NN_*.md, as nanoGPT applies it), each with the stage it corresponds to
-# (tests/reference/README.md, "The C++ stages and their PyTorch counterparts").
+# (tests/reference/README.md, "The C++ stages and their PyTorch counterparts"). Every entry that
+# calls SDPA pins its backend (gpt2_reference.py --sdpa-backend): flash, FlashAttention-2, the
+# counterpart of stage 03's kernel, for 03-05 alike, so that each step of the ladder changes one
+# thing; the label shows the backend the run used.
+BF16_SDPA = ["--precision", "bf16", "--attention", "sdpa"]
+FLASH = ["--sdpa-backend", "flash"]
 TORCH_CONFIGS = [
-    # key, stage, short label, options of tests/reference/gpt2_reference.py
+    # key, stage, short label (the backend is added to it), options of tests/reference/gpt2_reference.py
     ("fp32", "00", "fp32 eager", ["--precision", "fp32", "--attention", "manual"]),
     ("tf32", "01", "TF32", ["--precision", "tf32", "--attention", "manual"]),
     ("bf16", "02", "bf16 autocast", ["--precision", "bf16", "--attention", "manual"]),
-    ("sdpa", "03", "bf16 + SDPA (flash)", ["--precision", "bf16", "--attention", "sdpa"]),
-    ("compile", "04", "bf16 + SDPA + torch.compile",
-     ["--precision", "bf16", "--attention", "sdpa", "--compile"]),
-    ("pad", "05", "compile + vocab padded to 64",
-     ["--precision", "bf16", "--attention", "sdpa", "--compile", "--vocab-pad", "64"]),
+    ("sdpa", "03", "bf16 + SDPA", BF16_SDPA + FLASH),
+    ("compile", "04", "bf16 + SDPA + torch.compile", BF16_SDPA + FLASH + ["--compile"]),
+    ("pad", "05", "compile + vocab padded to 64", BF16_SDPA + FLASH + ["--compile", "--vocab-pad", "64"]),
+    # What an unaligned vocabulary costs PyTorch (group "vocab", run after the entries above). Inductor
+    # pads matmul shapes itself (shape_padding, on by default since 2.1), so compile vs pad cannot show
+    # it: eager SDPA with the vocabulary padded pairs with "sdpa", and compile with Inductor's padding
+    # off with "compile" and "pad" (QUESTIONS).
+    ("sdpa_pad", "03", "bf16 + SDPA + vocab padded to 64", BF16_SDPA + FLASH + ["--vocab-pad", "64"]),
+    ("compile_noshapepad", "04", "compile, Inductor's shape padding off",
+     BF16_SDPA + FLASH + ["--compile", "--inductor-shape-padding", "off"]),
+    # PyTorch at its best on one GPU (group "best", run last): cuDNN attention where it can run (else
+    # flash, said so), at the largest of BEST_BATCHES that fits, with C++ 04-06 beside it at that batch.
+    ("best", "best", "compile + fused AdamW + vocab padded to 64",
+     BF16_SDPA + ["--sdpa-backend", "cudnn", "--compile", "--fused-adamw", "--vocab-pad", "64"]),
+]
+GROUPS = {"sdpa_pad": "vocab", "compile_noshapepad": "vocab", "best": "best"}  # the rest: "ladder"
+GROUP_RANK = {"ladder": 0, "vocab": 1, "best": 2}  # run and shown in this order
+NOT_IN_ALL = ("best",)  # --torch all leaves it out: up to four compiles (three probes and the run)
+
+# PyTorch best's batch: the largest of these whose probe (PROBE_STEPS steps) does not run out of memory.
+BEST_BATCHES = (64, 32, 16)
+PROBE_STEPS = 2
+BEST_CPP_STAGES = ("04", "05", "06")  # run again beside it, at its batch
+
+# Pairs of entries that answer one question together (tokens/s of the first over the second's).
+QUESTIONS = [
+    ("torch_sdpa_pad", "torch_sdpa",
+     "what an unaligned vocabulary (50257) costs eager PyTorch: vocab padded to 64 over unpadded, both bf16 + "
+     "SDPA"),
+    ("torch_compile", "torch_compile_noshapepad",
+     "what Inductor's own shape padding recovers at V = 50257: compile over compile with it off"),
+    ("torch_pad", "torch_compile_noshapepad",
+     "what an unaligned vocabulary costs compiled PyTorch when Inductor does not pad: vocab padded to 64 over "
+     "unpadded with shape padding off (with V padded, shape padding has no matmul left to pad)"),
 ]
 
 # Stage names for stages that are not built (the PyTorch side still runs for them).
@@ -139,22 +181,44 @@ def usage_error(message):
     sys.exit(2)
 
 
-def parse_list(text, known, what):
-    """'all', 'none' or a comma-separated subset of `known`."""
-    if text in (None, "all"):
-        return list(known)
+def parse_list(text, known, what, not_in_all=()):
+    """'all', 'none' or a comma-separated subset of `known`, in which 'all' stands for every
+    one but those of `not_in_all` ('all,best')."""
+    if text is None:
+        text = "all"
     if text == "none":
         return []
-    items = [x.strip() for x in text.split(",") if x.strip()]
+    items = []
+    for x in (x.strip() for x in text.split(",")):
+        for y in ([k for k in known if k not in not_in_all] if x == "all" else [x] if x else []):
+            if y not in items:
+                items.append(y)
     bad = [x for x in items if x not in known]
     if bad:
         usage_error(f"unknown {what} {', '.join(bad)} (known: {', '.join(known) or 'none'})")
     return items
 
 
-def common_args(args, checkpoint_flag, checkpoint):
-    out = [checkpoint_flag, checkpoint, "--data", args.data, "--batch", str(args.batch),
-           "--seq", str(args.seq), "--steps", str(args.steps)]
+def torch_keys(text):
+    return parse_list(text, [k for k, *_ in TORCH_CONFIGS], "PyTorch configuration", NOT_IN_ALL)
+
+
+def option_value(options, flag):
+    return options[options.index(flag) + 1] if flag in options else None
+
+
+def torch_short(label, used, asked):
+    """A PyTorch entry's label with its SDPA backend: 'bf16 + SDPA (flash)'; where cudnn fell back,
+    'compile + ... (flash; cudnn asked)'."""
+    backend = used or asked
+    if not backend or backend == "unpinned":
+        return label
+    return f"{label} ({backend}" + (f"; {asked} asked)" if asked and used and asked != used else ")")
+
+
+def common_args(args, checkpoint_flag, checkpoint, batch=None, steps=None):
+    out = [checkpoint_flag, checkpoint, "--data", args.data, "--batch", str(batch or args.batch),
+           "--seq", str(args.seq), "--steps", str(steps or args.steps)]
     for flag, value in TRAIN_SETTINGS:
         out += [flag, value]
     return out
@@ -164,6 +228,28 @@ def profile_trace_path(profile):
     """Where --profile-step PATH keeps the profiler's Chrome trace: beside it, PATH less .json
     plus .trace.json.gz."""
     return (profile[:-5] if profile.endswith(".json") else profile) + ".trace.json.gz"
+
+
+def cpp_command(args, exe, checkpoint, log, batch):
+    return [exe] + common_args(args, "--init", checkpoint, batch) + ["--val-every", "0", "--sample-every", "0",
+                                                                     "--log", log]
+
+
+def torch_command(args, checkpoint, options, out, batch, steps=None, profile=True):
+    cmd = [args.python, REFERENCE] + common_args(args, "--checkpoint", checkpoint, batch, steps) + [
+        "--device", "cuda"] + options + ["--warmup-steps-timing", str(args.skip), "--out", out]
+    if profile and args.profile_step:  # one more step under torch.profiler (tests/bench/step_breakdown_vs_torch.py)
+        cmd += ["--profile-step", args.profile_step, "--profile-trace", profile_trace_path(args.profile_step)]
+    return cmd
+
+
+def set_batch(entry, args, batch):
+    """An entry's batch, and its command at that batch (PyTorch best's group, once it is known)."""
+    entry["batch"] = batch
+    if entry["kind"] == "cpp":
+        entry["command"] = cpp_command(args, entry["exe"], entry["checkpoint"], entry["output"], batch)
+    else:
+        entry["command"] = torch_command(args, entry["checkpoint"], entry["options"], entry["output"], batch)
 
 
 def plan_entries(args, trainers, checkpoint, logs):
@@ -176,39 +262,60 @@ def plan_entries(args, trainers, checkpoint, logs):
             if stage not in trainers:
                 usage_error(f"stage {stage} is not built in {args.build} "
                             f"(built: {', '.join(sorted(trainers)) or 'none'})")
-    torch_keys = parse_list(args.torch, [k for k, *_ in TORCH_CONFIGS], "PyTorch configuration")
+    keys = torch_keys(args.torch)
+    best = "best" in keys
     for stage in stages:
         exe = trainers[stage]
         name = os.path.basename(exe)[len("train_"):]
-        log = os.path.join(logs, f"cpp_{stage}.jsonl")
-        cmd = [exe] + common_args(args, "--init", checkpoint) + ["--val-every", "0", "--sample-every", "0",
-                                                                 "--log", log]
-        entries.append({"kind": "cpp", "stage": stage, "key": f"cpp_{stage}", "name": name,
-                        "short": name[3:].replace("_", " "), "label": f"C++ {name}", "command": cmd,
-                        "output": log})
+        for group in ("ladder", "best") if best and stage in BEST_CPP_STAGES else ("ladder",):
+            key = f"cpp_{stage}" + ("_best" if group == "best" else "")
+            log = os.path.join(logs, f"{key}.jsonl")
+            entries.append({"kind": "cpp", "stage": "best" if group == "best" else stage, "cpp_stage": stage,
+                            "group": group, "key": key, "name": name, "short": name[3:].replace("_", " "),
+                            "label": f"C++ {name}", "output": log, "exe": exe, "checkpoint": checkpoint})
     for key, stage, short, options in TORCH_CONFIGS:
-        if key not in torch_keys:
+        if key not in keys:
             continue
-        out = os.path.join(logs, f"torch_{key}.json")
-        cmd = [args.python, REFERENCE] + common_args(args, "--checkpoint", checkpoint) + [
-            "--device", "cuda"] + options + ["--warmup-steps-timing", str(args.skip), "--out", out]
-        if args.profile_step:  # one more step under torch.profiler (tests/bench/step_breakdown_vs_torch.py)
-            cmd += ["--profile-step", args.profile_step, "--profile-trace", profile_trace_path(args.profile_step)]
-        entries.append({"kind": "torch", "stage": stage, "key": f"torch_{key}", "name": key, "short": short,
-                        "label": f"PyTorch {short}", "command": cmd, "output": out, "profile": args.profile_step})
-    if args.order == "newest-first":
-        # Every C++ stage from the newest down, then PyTorch's from the newest down: a ladder cut
-        # short by its budget has measured the stages measured least often (the GPU check's quick phase).
-        entries.sort(key=lambda e: (0 if e["kind"] == "cpp" else 1, -int(e["stage"])))
-    else:
-        entries.sort(key=pair_order)
+        asked = option_value(options, "--sdpa-backend")
+        entries.append({"kind": "torch", "stage": stage, "group": GROUPS.get(key, "ladder"), "key": f"torch_{key}",
+                        "name": key, "configuration": short, "short": torch_short(short, None, asked),
+                        "label": f"PyTorch {torch_short(short, None, asked)}", "sdpa_backend_asked": asked,
+                        "options": options, "output": os.path.join(logs, f"torch_{key}.json"),
+                        "checkpoint": checkpoint, "profile": args.profile_step})
+    choices = [args.best_batch] if args.best_batch else list(BEST_BATCHES)
+    for e in entries:
+        best_group = e["group"] == "best"
+        # PyTorch best's group runs at the batch its search finds: planned (and shown) at the first try.
+        set_batch(e, args, choices[0] if best_group else args.batch)
+        if best_group:
+            e["batch"] = None
+            e["batch_choices"] = choices
+    entries.sort(key=lambda e: run_order(e, args.order))
     return entries
 
 
+def run_order(entry, order):
+    """The order the entries run in: the per-stage entries (the ladder), then the vocabulary pairs,
+    then PyTorch best and the C++ stages beside it, so that a ladder cut short by its budget has the
+    ladder. In the ladder, pairs: C++ stage NN, then its PyTorch counterpart; newest-first: every
+    C++ stage from the newest down, then PyTorch's from the newest down (the GPU check's quick phase).
+    PyTorch best runs first in its group: its probes choose the batch of the C++ entries beside it."""
+    group = entry.get("group", "ladder")
+    kind = 0 if entry["kind"] == "cpp" else 1
+    sign = -1 if order == "newest-first" else 1
+    if group == "best":
+        return (GROUP_RANK[group], 1 - kind, sign * int(entry.get("cpp_stage") or 0))
+    if order == "newest-first":
+        return (GROUP_RANK[group], kind, -int(entry["stage"]))
+    return (GROUP_RANK[group], int(entry["stage"]), kind)
+
+
 def pair_order(entry):
-    """C++ stage NN, then its PyTorch counterpart: a ladder cut short still has pairs. The order
-    of the results, whatever order the entries ran in."""
-    return (entry["stage"], 0 if entry["kind"] == "cpp" else 1)
+    """The order of the results, whatever order the entries ran in: C++ stage NN, then its
+    PyTorch counterpart (a ladder cut short still has pairs); then the vocabulary pairs; then the
+    C++ stages at PyTorch best's batch, then PyTorch best."""
+    group = entry.get("group", "ladder")
+    return (GROUP_RANK.get(group, 0), entry.get("cpp_stage") or entry["stage"], 0 if entry["kind"] == "cpp" else 1)
 
 
 # ----------------------------------------------------------------------------------------
@@ -452,6 +559,10 @@ def read_torch(entry):
         "peak_memory_bytes": data.get("peak_memory_bytes"),
         "device": data.get("device_name"),
         "torch_version": data.get("torch_version"),
+        # what gpt2_reference.py pinned (null where it wrote none: manual attention, or an older reference)
+        "sdpa_backend": data.get("sdpa_backend"),
+        "sdpa_backend_note": data.get("sdpa_backend_note"),
+        "inductor_padding": data.get("inductor_padding"),
     }
 
 
@@ -471,6 +582,10 @@ def run_entry(entry, args, index, count, limit, by_budget):
     if status is None and rc == 0:
         try:
             entry.update(read_cpp(entry) if entry["kind"] == "cpp" else read_torch(entry))
+            if entry["kind"] == "torch" and entry.get("configuration"):  # the backend it used, fallback shown
+                entry["short"] = torch_short(entry["configuration"], entry.get("sdpa_backend"),
+                                             entry.get("sdpa_backend_asked"))
+                entry["label"] = f"PyTorch {entry['short']}"
             status = "ok" if entry["losses"] else "failed"
             if not entry["losses"]:
                 entry["error"] = "the run wrote no steps"
@@ -501,13 +616,54 @@ def not_run(entry, why):
     return entry
 
 
+OUT_OF_MEMORY = re.compile(r"out of memory|OutOfMemoryError|out of device memory", re.IGNORECASE)
+
+
+def search_best_batch(entry, args, budget, logs):
+    """PyTorch best's batch: a probe of PROBE_STEPS steps at each of its batch_choices, largest
+    first, until one fits; a probe that runs out of memory (its log says so) passes to the next.
+    Every try is recorded in entry["batch_search"]. Returns (batch, None), or (None, (status, why))
+    for the entry: "not run" when no batch fits, "failed" when a probe failed otherwise (a smaller
+    batch would not cure it), "budget" or "interrupted" when the ladder stops."""
+    tried = entry["batch_search"] = []
+    for batch in entry["batch_choices"]:
+        limit, by_budget = budget.limit(args.timeout, args.grace)
+        if limit < 1:
+            return None, ("budget", "budget")
+        name = f"torch_best_probe_b{batch}"
+        probe = {"kind": "torch", "steps": PROBE_STEPS, "log": os.path.join(logs, name + ".log"),
+                 "output": os.path.join(logs, name + ".json")}
+        probe["command"] = torch_command(args, entry["checkpoint"], entry["options"], probe["output"], batch,
+                                         steps=PROBE_STEPS, profile=False)
+        print(f"        probe: batch {batch}, {PROBE_STEPS} steps", flush=True)
+        rc, status, wall = run_command(probe, limit, by_budget, args.grace, False)
+        lines = tail(probe["log"], 80)
+        result = {"batch": batch, "wall_s": round(wall, 1), "log": probe["log"]}
+        tried.append(result)
+        if status in ("budget", "interrupted"):
+            result.update(result=status, error=status)
+            return None, (status, status)
+        if status is None and rc == 0:
+            result["result"] = "fits"
+            print(f"        batch {batch} fits ({wall:.0f} s)", flush=True)
+            return batch, None
+        why = error_line(lines)
+        if status is None and any(OUT_OF_MEMORY.search(line) for line in lines):
+            result.update(result="out of memory", error=why)
+            print(f"        batch {batch} is out of memory ({why})", flush=True)
+            continue
+        result.update(result=status or "failed", error=why)
+        return None, ("failed", f"its probe at batch {batch} {'timed out' if status == 'timeout' else 'failed'}: {why}")
+    return None, ("not run", "no batch fits: " + ", ".join(f"{t['batch']} out of memory" for t in tried))
+
+
 def derive(entry, meta):
     """The reported numbers of one entry, from its raw per-step data (also for --results-only)."""
     for key in ("median_ms", "tokens_per_s", "mfu", "final_loss", "timed_steps"):
         entry[key] = None
     if entry.get("status") != "ok":
         return entry
-    tokens = meta["batch"] * meta["seq"]
+    tokens = (entry.get("batch") or meta["batch"]) * meta["seq"]
     step_ms = [ms for ms in entry.get("step_ms") or [] if ms is not None and ms > 0]
     # Steady state: leave out the first `skip` steps; with too few steps keep at least one.
     skip = min(meta["skip"], max(len(step_ms) - 1, 0))
@@ -554,18 +710,34 @@ def finish_meta(results):
         meta["torch_version"] = ", ".join(sorted(versions))
     for e in entries:
         derive(e, meta)
+
+    def group(e):
+        return e.get("group", "ladder")
+
+    def ratio(a, b):
+        return a["tokens_per_s"] / b["tokens_per_s"] if a and b and a.get("tokens_per_s") and b.get("tokens_per_s") \
+            else None
+
+    # vs stage 00: at the same batch only (not PyTorch best's group)
     for kind in ("cpp", "torch"):
-        base = next((e for e in entries if e["kind"] == kind and e["stage"] == "00"), None)
-        base_tps = base.get("tokens_per_s") if base else None
+        base = next((e for e in entries if e["kind"] == kind and e["stage"] == "00" and group(e) == "ladder"), None)
         for e in entries:
             if e["kind"] == kind:
-                e["speedup_vs_00"] = e["tokens_per_s"] / base_tps if base_tps and e.get("tokens_per_s") else None
+                e["speedup_vs_00"] = ratio(e, base) if group(e) != "best" else None
+    # C++ ÷ PyTorch: a stage over its counterpart; at PyTorch best's batch, over PyTorch best
+    best = next((x for x in entries if x["kind"] == "torch" and group(x) == "best"), None)
     for e in entries:
-        other = next((x for x in entries if x["stage"] == e["stage"] and x["kind"] != e["kind"]), None)
-        ratio = None
-        if e["kind"] == "cpp" and other and e.get("tokens_per_s") and other.get("tokens_per_s"):
-            ratio = e["tokens_per_s"] / other["tokens_per_s"]
-        e["cpp_over_torch"] = ratio
+        other = None
+        if e["kind"] == "cpp" and group(e) == "best":
+            other = best
+        elif e["kind"] == "cpp":
+            other = next((x for x in entries if x["stage"] == e["stage"] and x["kind"] == "torch"
+                          and group(x) == "ladder"), None)
+        e["cpp_over_torch"] = ratio(e, other) if other else None
+    by_key = {e["key"]: e for e in entries}
+    results["comparisons"] = [
+        {"question": question, "entries": [a, b], "ratio": ratio(by_key[a], by_key[b])}
+        for a, b, question in QUESTIONS if a in by_key and b in by_key]
     return results
 
 
@@ -592,24 +764,63 @@ def fmt_x(v):
 def table_rows(results):
     """The rows of the table, as lists of strings (shared by results.md and results.txt)."""
     rows = []
+    blank = [""] * (len(HEADER) - FIRST_NUMBER - 1)
     for e in results["entries"]:
         who = "C++" if e["kind"] == "cpp" else "PyTorch"
         config = e["name"] if e["kind"] == "cpp" else e["short"]
+        batch = str(e.get("batch") or (results["meta"]["batch"] if e.get("group", "ladder") != "best" else ""))
         if e.get("status") == "not run":
-            rows.append([e["stage"], who, config, f"not run ({e.get('error')})"] + [""] * 6)
+            rows.append([e["stage"], who, config, batch, f"not run ({e.get('error')})"] + blank)
             continue
         if e.get("status") != "ok":
             reason = e.get("error") or ""
-            rows.append([e["stage"], who, config, f"{e.get('status', 'failed')}: {reason}"[:120]] + [""] * 6)
+            rows.append([e["stage"], who, config, batch, f"{e.get('status', 'failed')}: {reason}"[:160]] + blank)
             continue
-        rows.append([e["stage"], who, config, fmt_num(e["tokens_per_s"]), fmt_num(e["median_ms"], 1),
+        rows.append([e["stage"], who, config, batch, fmt_num(e["tokens_per_s"]), fmt_num(e["median_ms"], 1),
                      fmt_pct(e["mfu"]), fmt_gib(e.get("peak_memory_bytes")), fmt_num(e["final_loss"], 4),
                      fmt_x(e.get("speedup_vs_00")), fmt_x(e.get("cpp_over_torch"))])
     return rows
 
 
-HEADER = ["stage", "implementation", "configuration", "tokens/s", "ms/step", "MFU", "peak memory",
+HEADER = ["stage", "implementation", "configuration", "batch", "tokens/s", "ms/step", "MFU", "peak memory",
           "final loss", "vs stage 00", "C++ ÷ PyTorch"]
+FIRST_NUMBER = HEADER.index("tokens/s")
+
+
+def best_line(results):
+    """How PyTorch best's batch was found, and its attention backend; None without it."""
+    e = next((x for x in results["entries"] if x["kind"] == "torch" and x.get("group") == "best"), None)
+    if not e:
+        return None
+    tries = e.get("batch_search") or []
+    said = "; ".join(f"{t['batch']}: {t['result']}" + (f" ({t['error']})" if t.get("error") and t["result"] not in
+                                                       ("fits", "budget", "interrupted") else "") for t in tries)
+    if e.get("batch") and not tries:
+        found = f"batch {e['batch']} (--best-batch, no search)"
+    elif e.get("batch"):
+        found = f"batch {e['batch']}, the largest of {', '.join(map(str, e.get('batch_choices') or []))} that fits " \
+                f"a {PROBE_STEPS}-step probe ({said})"
+    else:
+        found = f"no batch ({said or e.get('error') or 'not searched'})"
+    cpp = ", ".join(x["cpp_stage"] for x in results["entries"] if x["kind"] == "cpp" and x.get("group") == "best")
+    line = found
+    if cpp:
+        line += (f"; C++ {cpp} beside it at that batch, each row's C++ ÷ PyTorch over it" if e.get("batch")
+                 else f"; C++ {cpp} not run beside it")
+    if e.get("sdpa_backend"):
+        line += f"; attention: {e['sdpa_backend']}" + (f" ({e['sdpa_backend_note']})" if e.get("sdpa_backend_note")
+                                                        else "")
+    return line
+
+
+def comparison_lines(results):
+    """The pairs of QUESTIONS that ran, each with its ratio."""
+    out = []
+    for c in results.get("comparisons") or []:
+        a, b = c["entries"]
+        value = fmt_x(c["ratio"]) if c.get("ratio") is not None else "not measured"
+        out.append(f"{a} ÷ {b} = {value}: {c['question']}")
+    return out
 
 
 def header_lines(results):
@@ -650,6 +861,12 @@ def header_lines(results):
         lines.append(("Ceilings", "not measured (bench_ceilings not built or failed)"))
     if meta.get("torch_version"):
         lines.append(("PyTorch", meta["torch_version"]))
+    if any(e["kind"] == "torch" and e.get("sdpa_backend_asked") for e in results["entries"]):
+        lines.append(("SDPA backend", "pinned in every PyTorch entry that calls SDPA (gpt2_reference.py "
+                                      "--sdpa-backend), shown in brackets after its configuration"))
+    best = best_line(results)
+    if best:
+        lines.append(("PyTorch best", best))
     if meta.get("stopped"):
         lines.append(("Stopped early", meta["stopped"]))
     return lines
@@ -668,16 +885,25 @@ def render_md(results):
     out.write("|" + "|".join(["---"] * 3 + ["---:"] * (len(HEADER) - 3)) + "|\n")
     for row in table_rows(results):
         out.write("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |\n")
-    out.write("\n'vs stage 00': tokens/s over stage 00 of the same implementation. "
-              "'C++ ÷ PyTorch': the C++ stage's tokens/s over its PyTorch counterpart's.\n\n")
+    out.write("\n'vs stage 00': tokens/s over stage 00 of the same implementation, at the same batch. "
+              "'C++ ÷ PyTorch': the C++ stage's tokens/s over its PyTorch counterpart's; in the rows of "
+              "stage 'best', over PyTorch best's at the same batch.\n\n")
+    pairs = comparison_lines(results)
+    if pairs:
+        out.write("Pairs that answer one question (tokens/s over tokens/s):\n\n")
+        out.write("".join(f"- {line}\n" for line in pairs) + "\n")
     out.write("![training loss](loss.svg)\n\n![tokens per second](throughput.svg)\n")
+    if (meta.get("best") or {}).get("batch"):
+        out.write("\n![training loss, PyTorch best's batch](loss_best.svg)\n\n"
+                  "![tokens per second, PyTorch best's batch](throughput_best.svg)\n")
     return out.getvalue()
 
 
 def render_txt(results):
     rows = [HEADER] + table_rows(results)
-    failed = [n and r[3] and r[4:] == [""] * 6 for n, r in enumerate(rows)]
-    widths = [max(len(r[i]) for r, f in zip(rows, failed) if not (f and i >= 3)) for i in range(len(HEADER))]
+    k = FIRST_NUMBER
+    failed = [n and r[k] and r[k + 1:] == [""] * (len(HEADER) - k - 1) for n, r in enumerate(rows)]
+    widths = [max(len(r[i]) for r, f in zip(rows, failed) if not (f and i >= k)) for i in range(len(HEADER))]
     right = set(range(3, len(HEADER)))
     out = io.StringIO()
     for key, text in header_lines(results):
@@ -685,24 +911,30 @@ def render_txt(results):
     out.write("\n")
     for n, row in enumerate(rows):
         if failed[n]:  # a failed entry: the reason spans the number columns
-            out.write("  ".join(row[i].ljust(widths[i]) for i in range(3)) + "  " + row[3] + "\n")
+            out.write("  ".join(row[i].rjust(widths[i]) if i in right else row[i].ljust(widths[i])
+                                for i in range(k)) + "  " + row[k] + "\n")
             continue
         cells = [row[i].rjust(widths[i]) if i in right else row[i].ljust(widths[i]) for i in range(len(row))]
         out.write("  ".join(cells).rstrip() + "\n")
         if n == 0:
             out.write("  ".join("-" * w for w in widths) + "\n")
+    pairs = comparison_lines(results)
+    if pairs:
+        out.write("\nPairs that answer one question (tokens/s over tokens/s):\n")
+        out.write("".join(f"  {line}\n" for line in pairs))
     return out.getvalue()
 
 
-CSV_FIELDS = ["stage", "kind", "name", "status", "error", "tokens_per_s", "median_ms", "mfu", "peak_memory_bytes",
-              "final_loss", "speedup_vs_00", "cpp_over_torch", "timed_steps", "wall_s"]
+CSV_FIELDS = ["stage", "kind", "name", "key", "batch", "sdpa_backend", "sdpa_backend_asked", "status", "error",
+              "tokens_per_s", "median_ms", "mfu", "peak_memory_bytes", "final_loss", "speedup_vs_00", "cpp_over_torch",
+              "timed_steps", "wall_s"]
 
 
 def render_csv(results):
     out = io.StringIO()
     meta = results["meta"]
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(CSV_FIELDS + ["gpu", "date", "model", "batch", "seq", "steps"])
+    w.writerow(CSV_FIELDS + ["gpu", "date", "model", "ladder_batch", "seq", "steps"])
     digits = {"tokens_per_s": 1, "median_ms": 3, "mfu": 5, "final_loss": 6, "speedup_vs_00": 4,
               "cpp_over_torch": 4}
 
@@ -711,6 +943,7 @@ def render_csv(results):
         return "" if v is None else round(v, digits[k]) if k in digits else v
 
     for e in results["entries"]:
+        e = dict(e, batch=e.get("batch") or (meta["batch"] if e.get("group", "ladder") != "best" else None))
         w.writerow([cell(e, k) for k in CSV_FIELDS] +
                    [meta.get("gpu") or "", meta.get("date", ""), meta["model"], meta["batch"], meta["seq"],
                     meta["steps"]])
@@ -741,10 +974,30 @@ def render_all(results, out_dir, plots=True):
     if plots:
         try:
             import plot
-            written += plot.render(results, out_dir)
+            main = [e for e in results["entries"] if e.get("group", "ladder") != "best"]
+            written += plot.render(dict(results, entries=main), out_dir)
+            written += plot_best(plot, results, out_dir)
         except Exception as exc:  # a plot must never lose the numbers above
             print(f"ladder.py: warning: plotting failed: {exc}", file=sys.stderr)
     return written
+
+
+def plot_best(plot, results, out_dir):
+    """loss_best.svg and throughput_best.svg: the C++ stages at PyTorch best's batch and PyTorch
+    best (plot.py's figures, drawn from a view of the results: each C++ entry under its stage
+    number, PyTorch best's bar beside each of them, its curve once, in grey)."""
+    batch = (results["meta"].get("best") or {}).get("batch")
+    if not batch:
+        return []
+    group = [e for e in results["entries"] if e.get("group") == "best"]
+    cpp = [dict(e, stage=e["cpp_stage"]) for e in group if e["kind"] == "cpp"]
+    torch = [e for e in group if e["kind"] == "torch"]
+    view = dict(results, meta=dict(results["meta"], batch=batch))
+    paths = [os.path.join(out_dir, "loss_best.svg"), os.path.join(out_dir, "throughput_best.svg")]
+    plot.plot_losses(dict(view, entries=cpp + torch), paths[0])
+    plot.plot_throughput(dict(view, entries=cpp + ([dict(e, stage=c["stage"]) for e in torch for c in cpp]
+                                                   if cpp else torch)), paths[1])
+    return paths
 
 
 # ----------------------------------------------------------------------------------------
@@ -770,8 +1023,12 @@ def parse_args(argv):
                         "ladder is defined for d12, the others are for trying it out")
     p.add_argument("--stages", default="all", help="C++ stages to run: all, none, or e.g. 00,01")
     p.add_argument("--torch", default="all",
-                   help="PyTorch configurations: all, none, or a list of " +
-                        ",".join(k for k, *_ in TORCH_CONFIGS))
+                   help="PyTorch configurations: none, or a list of " + ",".join(k for k, *_ in TORCH_CONFIGS) +
+                        " in which all stands for every one but " + ",".join(NOT_IN_ALL) +
+                        " (all,best: every one)")
+    p.add_argument("--best-batch", type=int, metavar="B",
+                   help="run PyTorch best (--torch best) and the C++ stages beside it at batch B instead of "
+                        "searching " + ", ".join(map(str, BEST_BATCHES)) + " for the largest that fits")
     p.add_argument("--python", default=sys.executable, help="Python with CUDA PyTorch for the reference")
     p.add_argument("--data", default=os.path.join(REPO, "data", "brown"), help="token shards (the default corpus)")
     p.add_argument("--checkpoint", help="initial checkpoint to use instead of making one with gpt_init")
@@ -814,9 +1071,11 @@ def parse_args(argv):
         p.error("--grace must not be negative")
     if args.budget is not None and args.budget <= 0:
         p.error("--budget must be positive")
+    if args.best_batch is not None and args.best_batch <= 0:
+        p.error("--best-batch must be positive")
     if args.profile_step:
         keys = [k for k, *_ in TORCH_CONFIGS]
-        chosen = keys if args.torch == "all" else [] if args.torch == "none" else args.torch.split(",")
+        chosen = torch_keys(args.torch)
         if len(chosen) != 1 or args.make_curve or args.results_only:
             p.error("--profile-step profiles one PyTorch entry: give exactly one --torch configuration "
                     f"(one of {','.join(keys)})")
@@ -885,6 +1144,29 @@ def run_ceilings(args, out_dir, logs, budget, dry):
             return json.load(f), False
     except (OSError, ValueError):
         return None, False
+
+
+def best_batch(entry, args, budget, logs, index, count, meta, entries):
+    """Sets PyTorch best's batch, and that of the C++ entries beside it: --best-batch, or the
+    search. Returns None when it has one, else (status, why) for the entry."""
+    print(f"[{index:2d}/{count}] stage best PyTorch {entry['short']}: its batch", flush=True)
+    choices = entry["batch_choices"]
+    meta["best"] = {"choices": choices, "batch": None, "tried": []}
+    if args.best_batch:
+        batch, failed = args.best_batch, None
+    else:
+        try:
+            batch, failed = search_best_batch(entry, args, budget, logs)
+        except KeyboardInterrupt:
+            batch, failed = None, ("interrupted", "interrupted")
+        meta["best"]["tried"] = entry["batch_search"]
+    if failed:
+        return failed
+    meta["best"]["batch"] = batch
+    for e in entries:
+        if e.get("group") == "best":
+            set_batch(e, args, batch)
+    return None
 
 
 def raise_interrupt(signum, frame):
@@ -959,7 +1241,19 @@ def main(argv=None):
         for i, e in enumerate(entries, 1):
             who = "C++    " if e["kind"] == "cpp" else "PyTorch"
             what = "train_" + e["name"] if e["kind"] == "cpp" else e["short"]
-            print(f"  [{i:2d}/{len(entries)}] stage {e['stage']} {who} {what}\n        {show(e['command'])}")
+            print(f"  [{i:2d}/{len(entries)}] stage {e['stage']} {who} {what}")
+            choices = e.get("batch_choices")
+            if choices and e["kind"] == "torch" and len(choices) > 1:
+                print(f"        batch: the largest of {', '.join(map(str, choices))} whose {PROBE_STEPS}-step probe "
+                      f"does not run out of memory (each smaller one after an out-of-memory exit); shown at "
+                      f"{choices[0]}\n        probe: " + show(torch_command(
+                          args, checkpoint, e["options"], os.path.join(logs, f"torch_best_probe_b{choices[0]}.json"),
+                          choices[0], steps=PROBE_STEPS, profile=False)))
+            elif choices and e["kind"] == "torch":
+                print(f"        batch: {choices[0]} (--best-batch: no search)")
+            elif choices:
+                print(f"        at PyTorch best's batch, beside it (shown at {choices[0]})")
+            print(f"        {show(e['command'])}")
         if not entries:
             print("  (no entries)")
         limits = f"each entry stopped after {args.timeout} s"
@@ -970,7 +1264,8 @@ def main(argv=None):
         if args.make_curve:
             print(f"  then copy {entries[0]['output']} to {os.path.abspath(args.make_curve)}")
         else:
-            print(f"  outputs: {out_dir}/results.{{json,csv,md,txt}}, loss.svg, throughput.svg, logs/")
+            best = ", loss_best.svg, throughput_best.svg" if any(e.get("group") == "best" for e in entries) else ""
+            print(f"  outputs: {out_dir}/results.{{json,csv,md,txt}}, loss.svg, throughput.svg{best}, logs/")
         if args.profile_step:
             print(f"  profile: {args.profile_step}, {profile_trace_path(args.profile_step)}")
         return 0
@@ -1014,6 +1309,31 @@ def main(argv=None):
             not_run(e, stop)
             print(f"[{i:2d}/{len(entries)}] stage {e['stage']} {e['key']}: not run ({stop})", flush=True)
             continue
+        if e.get("group") == "best" and e["batch"] is None:
+            if e["kind"] == "torch" and not e.get("batch_search"):
+                found = best_batch(e, args, budget, logs, i, len(entries), meta, entries)
+                if found:  # it did not run: why
+                    status, why = found
+                    if status in ("budget", "interrupted"):
+                        stop = status
+                    if status == "not run" or status in ("budget", "interrupted"):
+                        not_run(e, why)
+                    else:
+                        e.update(status=status, error=why, returncode=None, wall_s=0.0)
+                    print(f"        {e['status'].upper()}: {why}", flush=True)
+                    save_results(results, out_dir)
+                    continue
+                limit, by_budget = budget.limit(args.timeout, args.grace)  # the probes took some
+                if limit < 1:
+                    stop = "budget"
+                    not_run(e, stop)
+                    print(f"        not run ({stop})", flush=True)
+                    continue
+            else:  # beside a PyTorch best that found no batch
+                not_run(e, "PyTorch best found no batch")
+                print(f"[{i:2d}/{len(entries)}] stage {e['stage']} {e['key']}: not run ({e['error']})", flush=True)
+                save_results(results, out_dir)
+                continue
         try:
             run_entry(e, args, i, len(entries), limit, by_budget)
         except KeyboardInterrupt:  # between two commands: the entry has its results, or none

@@ -12,8 +12,11 @@ the C++ CPU reference and every GPU stage can be compared with it step by step:
 
 The model itself is in model.py, next to this file. The options --precision, --attention,
 --compile and --vocab-pad select the PyTorch counterpart of each C++ stage (see
-tests/reference/README.md). --profile-step PATH runs one more step after the run, under
-torch.profiler, and writes its per-kernel GPU times (profile_trace.py, next to this file).
+tests/reference/README.md); --sdpa-backend pins the kernel behind SDPA (flash, cudnn, efficient,
+math; cudnn falls back to flash where it cannot run, and says so), --inductor-shape-padding off
+stops torch.compile from padding matmul shapes itself. --profile-step PATH runs one more step
+after the run, under torch.profiler, and writes its per-kernel GPU times (profile_trace.py, next
+to this file).
 
 Exit codes: 0 success, 1 training failed (non-finite loss), 2 bad input or an option this
 PyTorch cannot do (or the profiler failed), 77 PyTorch is not installed (CTest reports the test
@@ -443,6 +446,13 @@ def check_capabilities(args):
             raise InputError(f"--profile-step needs torch.profiler (PyTorch >= 1.8.1; this is {torch.__version__})")
     if args.profile_trace and not args.profile_step:
         raise InputError("--profile-trace keeps the trace of --profile-step: give both")
+    if args.sdpa_backend and args.device != "cuda":
+        # The four names are CUDA kernels; on the CPU torch chooses among its own, and pinning
+        # one there would measure nothing the ladder compares. Refused rather than ignored.
+        raise InputError(f"--sdpa-backend {args.sdpa_backend} pins a CUDA kernel of SDPA; on --device "
+                         f"{args.device} there is none to pin (leave the option out)")
+    if args.inductor_shape_padding != "default" and not args.compile:
+        raise InputError("--inductor-shape-padding sets how torch.compile pads matmuls: it needs --compile")
     if args.fused_adamw:
         import inspect
         if "fused" not in inspect.signature(torch.optim.AdamW).parameters or torch_major() < 2:
@@ -462,6 +472,113 @@ def set_precision(precision):
         # tf32, and bf16 (which keeps TF32 for any matmul autocast leaves in fp32)
         torch.set_float32_matmul_precision("high")
         torch.backends.cudnn.allow_tf32 = True
+
+
+SDPA_BACKENDS = ("flash", "cudnn", "efficient", "math")
+# Their names in torch.nn.attention.SDPBackend.
+SDP_BACKEND_NAMES = {"flash": "FLASH_ATTENTION", "cudnn": "CUDNN_ATTENTION", "efficient": "EFFICIENT_ATTENTION",
+                     "math": "MATH"}
+
+
+def sdpa_pin(backend):
+    """A function that returns a context manager allowing only `backend` for
+    F.scaled_dot_product_attention, or None where this torch cannot pin that backend.
+
+    torch.nn.attention.sdpa_kernel where this torch has it (recent releases; detected, not read
+    off the version), else torch.backends.cuda.sdp_kernel(enable_flash=..., ...) (2.0 on), with
+    whichever of its flags that release has (a backend without one cannot be pinned). Both set the
+    process's SDPA flags on entry and restore them on exit: one context manager per step."""
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        sdpa_kernel = None
+    if sdpa_kernel is not None:
+        member = getattr(SDPBackend, SDP_BACKEND_NAMES[backend], None)
+        return None if member is None else (lambda: sdpa_kernel(member))
+    old = getattr(torch.backends.cuda, "sdp_kernel", None)
+    if old is None:
+        return None
+    import inspect
+    params = inspect.signature(old).parameters  # its flags differ between releases
+    flag = {"flash": "enable_flash", "cudnn": "enable_cudnn", "efficient": "enable_mem_efficient",
+            "math": "enable_math"}[backend]
+    if flag not in params:
+        return None
+    flags = {name: name == flag for name in ("enable_flash", "enable_cudnn", "enable_mem_efficient", "enable_math")
+             if name in params}
+    return lambda: old(**flags)
+
+
+def probe_sdpa(pin, device, dtype, H, T, Q):
+    """None if SDPA runs forward and backward under pin() at the model's attention shape (one
+    sequence), else why not: the warning torch gives for the pinned backend, or the error."""
+    import warnings
+    q, k, v = (torch.randn(1, H, T, Q, device=device, dtype=dtype, requires_grad=True) for _ in range(3))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with pin():
+                F.scaled_dot_product_attention(q, k, v, is_causal=True).float().sum().backward()
+            torch.cuda.synchronize(device)
+            return None
+        except RuntimeError as exc:
+            error = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+    reasons = [str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()]
+    return "; ".join(reasons[:2] + [error]) if reasons else error
+
+
+def choose_sdpa_backend(args, cfg, device):
+    """The SDPA backend of this run: {"used", "asked", "note", "pin"}, where pin() makes the
+    context manager that pins it (None: nothing pinned). used is None with --attention manual
+    (no SDPA), "unpinned" without --sdpa-backend (torch's own choice). cudnn falls back to flash
+    where this torch has no cuDNN backend or the GPU cannot run it; the note says why."""
+    asked = args.sdpa_backend
+    out = {"used": None, "asked": asked, "note": None, "pin": None}
+    if args.attention != "sdpa":
+        if asked:
+            out["note"] = f"--attention {args.attention} calls no SDPA: --sdpa-backend {asked} has nothing to pin"
+        return out
+    if not asked:
+        out["used"] = "unpinned"
+        return out
+    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    shape = (cfg.n_head, args.seq, cfg.n_embd // cfg.n_head)
+    backend, pin = asked, sdpa_pin(asked)
+    why = None if pin else f"this PyTorch ({torch.__version__}) has no {asked} SDPA backend to pin"
+    if pin:
+        why = probe_sdpa(pin, device, dtype, *shape)
+    if why and asked == "cudnn":
+        out["note"] = f"cudnn asked, flash used: {why}"
+        backend, pin = "flash", sdpa_pin("flash")
+        why = probe_sdpa(pin, device, dtype, *shape) if pin else "this PyTorch cannot pin flash either"
+    if why:
+        raise InputError(f"--sdpa-backend {asked}: {backend} cannot run here at {str(dtype)[6:]} "
+                         f"(H={shape[0]} T={shape[1]} head size {shape[2]}): {why}")
+    out.update(used=backend, pin=pin)
+    return out
+
+
+def describe_attention(args, sdpa):
+    """The attention part of the start line: which path, and which SDPA backend."""
+    if args.attention != "sdpa":
+        return f"attention {args.attention} (no SDPA backend)"
+    if sdpa["used"] == "unpinned":
+        return "attention sdpa (backend not pinned: torch's choice)"
+    fell_back = f"; {sdpa['note']}" if sdpa["note"] else ""
+    return f"attention sdpa (backend {sdpa['used']}, pinned{fell_back})"
+
+
+def set_inductor_padding(mode):
+    """--inductor-shape-padding: off turns off Inductor's padding of matmul shapes
+    (config.shape_padding: off by default in 2.0, on from 2.1) and of strides
+    (config.comprehensive_padding, in newer releases), so that an unaligned vocabulary costs
+    what it costs; on forces both on; default leaves them. Returns the values in effect."""
+    import torch._inductor.config as inductor
+    names = [n for n in ("shape_padding", "comprehensive_padding") if hasattr(inductor, n)]
+    if mode != "default":
+        for name in names:
+            setattr(inductor, name, mode == "on")
+    return {name: bool(getattr(inductor, name)) for name in names}
 
 
 def build_model(args, device):
@@ -528,6 +645,16 @@ def train(args):
         load_optimizer_state(optimizer, model, *opt_state, start)
     params = list(model.parameters())
 
+    sdpa = choose_sdpa_backend(args, cfg, device)
+    if sdpa["note"]:
+        print(f"{PROG}: note: {sdpa['note']}", flush=True)
+    inductor_padding = set_inductor_padding(args.inductor_shape_padding) if args.compile else None
+    # The backend is pinned around forward and backward, outside the compiled model: dynamo never
+    # has to trace the context manager (whether it can depends on the release), and AOTAutograd
+    # traces forward and backward at the first call, inside it, where SDPA's dispatch reads the
+    # pinned flags; so the compiled graph holds the pinned kernel too. (Reasoned, not yet run on a
+    # GPU: --profile-step lists the attention kernels by name, which shows the one that ran.)
+    pin = sdpa["pin"] or contextlib.nullcontext
     run = torch.compile(model, mode=args.compile_mode) if args.compile else model
     if args.precision == "bf16":
         autocast = lambda: torch.autocast(device_type=device.type, dtype=torch.bfloat16)
@@ -540,7 +667,10 @@ def train(args):
     print(f"{PROG}: torch {torch.__version__} on {device.type} ({device_name(device)}), "
           f"model {describe(cfg)} ({num_params(cfg):,} params, padded V={model.padded_vocab}), "
           f"B={args.batch} T={args.seq}, steps {start}..{args.steps - 1}, precision {args.precision}, "
-          f"attention {args.attention}{', compiled' if args.compile else ''}", flush=True)
+          f"{describe_attention(args, sdpa)}{', compiled' if args.compile else ''}"
+          f"{', fused AdamW' if args.fused_adamw else ''}"
+          f"{'' if args.inductor_shape_padding == 'default' else ', Inductor padding ' + args.inductor_shape_padding}",
+          flush=True)
 
     tokens_per_step = args.batch * args.seq
 
@@ -553,11 +683,12 @@ def train(args):
         lr = learning_rate(step, args.steps, args.lr, args.warmup, args.min_lr_frac)
         for group in optimizer.param_groups:
             group["lr"] = lr
-        with mark("forward"):
-            with autocast():
-                loss = run(x, y)
-        with mark("backward"):
-            loss.backward()
+        with pin():
+            with mark("forward"):
+                with autocast():
+                    loss = run(x, y)
+            with mark("backward"):
+                loss.backward()
         if step == start and args.grads_out:
             write_raw_f32(args.grads_out, to_flat(model, lambda p: p.grad))
         with mark("optimizer"):
@@ -601,6 +732,12 @@ def train(args):
         "device_name": device_name(device),
         "config": config_dict(cfg),
         "settings": settings,
+        # The kernel behind SDPA: null with --attention manual, "unpinned" without --sdpa-backend;
+        # asked differs from it where cudnn fell back to flash (the note says why).
+        "sdpa_backend": sdpa["used"],
+        "sdpa_backend_asked": sdpa["asked"],
+        "sdpa_backend_note": sdpa["note"],
+        "inductor_padding": inductor_padding,  # Inductor's padding flags in effect; null uncompiled
     }
     if args.params_out:
         write_raw_f32(args.params_out, to_flat(model))
@@ -735,6 +872,15 @@ def parse_args(argv=None):
     g.add_argument("--compile", action="store_true", help="torch.compile the model, needs torch 2.x (04)")
     g.add_argument("--compile-mode", choices=["default", "reduce-overhead", "max-autotune"],
                    default="default", help="mode for --compile; reduce-overhead adds CUDA graphs (default: default)")
+    g.add_argument("--sdpa-backend", choices=SDPA_BACKENDS, metavar="{" + ",".join(SDPA_BACKENDS) + "}",
+                   help="with --attention sdpa: pin SDPA's kernel (flash: FlashAttention-2; cudnn: cuDNN's, "
+                        "falling back to flash where this torch or GPU cannot run it, which is printed and "
+                        "recorded; efficient: memory-efficient; math: unfused). CUDA only: refused on the CPU. "
+                        "Default: not pinned, torch's choice")
+    g.add_argument("--inductor-shape-padding", choices=["default", "on", "off"], default="default",
+                   help="with --compile: off stops Inductor padding matmul shapes and strides itself "
+                        "(torch._inductor.config.shape_padding, comprehensive_padding), on forces it; "
+                        "default: torch's own setting")
     g.add_argument("--fused-adamw", action="store_true",
                    help="torch's fused CUDA AdamW (one launch for all tensors), needs torch 2.x")
     g.add_argument("--threads", type=int, default=0, metavar="N",

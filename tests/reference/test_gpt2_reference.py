@@ -482,5 +482,94 @@ class ReferenceTest(unittest.TestCase):
         self.assert_one_line_error(["--data", shard], "--checkpoint")
 
 
+    # -- the SDPA backend (--sdpa-backend) and Inductor's padding (--inductor-shape-padding) ------
+
+    def test_sdpa_backend_refused_on_the_cpu(self):
+        # The four backends are CUDA kernels: on the CPU the option is refused, not ignored.
+        _, ckpt, shard, _ = self.small_setup()
+        common = ["--checkpoint", ckpt, "--data", shard, "--batch", 2, "--seq", 8, "--steps", 1]
+        for backend in gpt2_reference.SDPA_BACKENDS:
+            self.assert_one_line_error(common + ["--sdpa-backend", backend],
+                                       f"--sdpa-backend {backend} pins a CUDA kernel", "--device cpu")
+        self.assert_one_line_error(common + ["--sdpa-backend", "fastest"], "--sdpa-backend")
+        self.assert_one_line_error(common + ["--inductor-shape-padding", "off"], "needs --compile")
+
+    def test_sdpa_backend_recorded(self):
+        _, ckpt, shard, _ = self.small_setup()
+        out = self.path("o.json")
+        proc = self.run_ref("--checkpoint", ckpt, "--data", shard, "--batch", 2, "--seq", 8, "--steps", 1,
+                            "--out", out)
+        self.assertIn("attention manual (no SDPA backend)", proc.stdout)
+        with open(out) as f:
+            res = json.load(f)
+        self.assertEqual((res["sdpa_backend"], res["sdpa_backend_asked"], res["sdpa_backend_note"]),
+                         (None, None, None))
+        self.assertIsNone(res["inductor_padding"])  # not compiled
+        self.assertEqual((res["settings"]["sdpa_backend"], res["settings"]["inductor_shape_padding"]),
+                         (None, "default"))
+        if hasattr(torch.nn.functional, "scaled_dot_product_attention"):  # torch 2.x: SDPA, not pinned
+            proc = self.run_ref("--checkpoint", ckpt, "--data", shard, "--batch", 2, "--seq", 8, "--steps", 1,
+                                "--attention", "sdpa", "--out", out)
+            self.assertIn("attention sdpa (backend not pinned", proc.stdout)
+            with open(out) as f:
+                self.assertEqual(json.load(f)["sdpa_backend"], "unpinned")
+
+    def test_choose_sdpa_backend(self):
+        # The choice on a GPU, with the pinning and the probe replaced: cudnn falls back to flash
+        # where this torch has no cuDNN backend or the GPU cannot run it, and says why; a backend
+        # that cannot run otherwise is an error.
+        cfg = model.GPTConfig(max_seq_len=16, vocab_size=V, n_layer=1, n_head=2, n_embd=8)
+        real = gpt2_reference.sdpa_pin, gpt2_reference.probe_sdpa
+        self.addCleanup(lambda: setattr(gpt2_reference, "sdpa_pin", real[0]) or
+                        setattr(gpt2_reference, "probe_sdpa", real[1]))
+
+        def choose(attention, backend, pinnable=gpt2_reference.SDPA_BACKENDS, fails=None):
+            fails = fails or {}
+            gpt2_reference.sdpa_pin = lambda b: (lambda: b) if b in pinnable else None
+            gpt2_reference.probe_sdpa = lambda pin, device, dtype, H, T, Q: fails.get(pin())
+            args = gpt2_reference.parse_args(["--checkpoint", "c", "--data", "d", "--seq", "16", "--attention",
+                                              attention, "--precision", "bf16"] +
+                                             (["--sdpa-backend", backend] if backend else []))
+            return gpt2_reference.choose_sdpa_backend(args, cfg, "cuda")
+
+        c = choose("manual", "flash")
+        self.assertEqual((c["used"], c["asked"], c["pin"]), (None, "flash", None))
+        self.assertIn("calls no SDPA", c["note"])
+        self.assertEqual(choose("sdpa", None)["used"], "unpinned")
+        for backend in gpt2_reference.SDPA_BACKENDS:
+            c = choose("sdpa", backend)
+            self.assertEqual((c["used"], c["asked"], c["note"], c["pin"]()), (backend, backend, None, backend))
+        c = choose("sdpa", "cudnn", pinnable=("flash",))  # a torch without a cuDNN backend
+        self.assertEqual((c["used"], c["asked"], c["pin"]()), ("flash", "cudnn", "flash"))
+        self.assertIn("cudnn asked, flash used: this PyTorch", c["note"])
+        c = choose("sdpa", "cudnn", fails={"cudnn": "cuDNN attention needs sm80"})  # a GPU that cannot run it
+        self.assertEqual((c["used"], c["note"]), ("flash", "cudnn asked, flash used: cuDNN attention needs sm80"))
+        with self.assertRaisesRegex(gpt2_reference.InputError, "--sdpa-backend flash: flash cannot run here at "
+                                                               "bfloat16 .*: no kernel"):
+            choose("sdpa", "flash", fails={"flash": "no kernel"})
+        with self.assertRaisesRegex(gpt2_reference.InputError, "--sdpa-backend cudnn: flash cannot run"):
+            choose("sdpa", "cudnn", fails={"cudnn": "no", "flash": "no either"})
+
+    def test_sdpa_pin_sets_the_flags_for_its_block(self):
+        # What pinning does on this torch, without a GPU: inside the block only the pinned backend's
+        # flag is on (torch 1.13 has the flash and math flags; 2.x the others too), after it all are.
+        pin = gpt2_reference.sdpa_pin("math")
+        if pin is None or not hasattr(torch.backends.cuda, "flash_sdp_enabled"):
+            self.skipTest(f"torch {torch.__version__} cannot pin SDPA's math backend")
+        with pin():
+            self.assertTrue(torch.backends.cuda.math_sdp_enabled())
+            self.assertFalse(torch.backends.cuda.flash_sdp_enabled())
+        self.assertTrue(torch.backends.cuda.flash_sdp_enabled())
+        try:
+            import torch.nn.attention as attention
+            cudnn = hasattr(attention.SDPBackend, "CUDNN_ATTENTION")
+        except ImportError:
+            import inspect
+            kernel = getattr(torch.backends.cuda, "sdp_kernel", None)
+            cudnn = kernel is not None and "enable_cudnn" in inspect.signature(kernel).parameters
+        if not cudnn:
+            self.assertIsNone(gpt2_reference.sdpa_pin("cudnn"))  # then --sdpa-backend cudnn falls back to flash
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

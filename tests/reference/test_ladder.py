@@ -17,6 +17,10 @@ them can be checked anywhere, with no GPU and no torch:
     wrote no profile has failed.
   - largest_batch.py takes the batch the trainer's refusal names, steps down after an
     out-of-memory failure, and runs the ladder at the batch that fits.
+  - every PyTorch entry that calls SDPA pins its backend, and the one the run used is recorded;
+    the vocabulary pairs (sdpa_pad, compile_noshapepad) run with their options and their ratios
+    are reported; PyTorch best (--torch best) probes 64, 32, 16 until one fits, runs there with
+    C++ 04-06 beside it at that batch, and says "not run" and why when none fits.
 
 The real CPU trainer and gpt_init come from the environment (GPT_CPU_TRAINER, GPT_INIT_TOOL;
 CTest sets both); without them those two tests are skipped. Everything else uses small
@@ -63,13 +67,34 @@ with open(log, "w") as f:
     f.write(json.dumps({{"type": "summary", "peak_memory_bytes": 1234}}) + "\\n")
 '''
 
-# A stand-in for the Python that runs gpt2_reference.py: writes its --out JSON.
+# A stand-in for the Python that runs gpt2_reference.py: writes its --out JSON, with the SDPA
+# backend it pinned (gpt2_reference.py's fields). From the environment: FAKE_CALLS, a file that
+# gets each command line; FAKE_TORCH_MAX_BATCH, the largest batch that fits (above it: the
+# reference's out-of-memory line, exit 2); FAKE_NO_CUDNN, cudnn falls back to flash;
+# FAKE_TORCH_FAIL, every run fails otherwise.
 FAKE_PYTHON = '''\
-import json, sys
-out = sys.argv[sys.argv.index("--out") + 1]
-with open(out, "w") as f:
+import json, os, sys
+def arg(flag):
+    return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else None
+if os.environ.get("FAKE_CALLS"):
+    with open(os.environ["FAKE_CALLS"], "a") as f:
+        f.write(json.dumps(sys.argv[1:]) + "\\n")
+B = int(arg("--batch"))
+if B > int(os.environ.get("FAKE_TORCH_MAX_BATCH", "1000000")):
+    print(f"gpt2_reference: error: out of memory at B={B} T={arg('--seq')}; try a smaller --batch or --seq",
+          file=sys.stderr)
+    sys.exit(2)
+if os.environ.get("FAKE_TORCH_FAIL"):
+    print("gpt2_reference: error: --compile: Inductor could not find a C compiler", file=sys.stderr)
+    sys.exit(2)
+asked = arg("--sdpa-backend")
+used, note = asked, None
+if asked == "cudnn" and os.environ.get("FAKE_NO_CUDNN"):
+    used, note = "flash", "cudnn asked, flash used: no cuDNN attention here"
+with open(arg("--out"), "w") as f:
     json.dump({"losses": [10.0, 9.0, 8.0], "step_ms": [20.0, 20.0, 20.0], "peak_memory_bytes": 99,
-               "device_name": "Fake GPU", "torch_version": "fake"}, f)
+               "device_name": "Fake GPU", "torch_version": "fake", "sdpa_backend": used,
+               "sdpa_backend_asked": asked, "sdpa_backend_note": note}, f)
 '''
 
 
@@ -145,9 +170,10 @@ class Sandbox(unittest.TestCase):
                 *(["--checkpoint", self.ckpt] if checkpoint else []), "--batch", "2", "--seq", "32",
                 "--steps", "3", "--skip", "1", "--python", self.fake_python, "--no-plot", *map(str, extra)]
 
-    def ladder(self, *extra, expect):
+    def ladder(self, *extra, expect, env=None):
         t0 = time.monotonic()
-        proc = subprocess.run(self.ladder_args(*extra), capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(self.ladder_args(*extra), capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, **(env or {})))
         self.assertEqual(proc.returncode, expect, proc.stdout + proc.stderr)
         return proc, time.monotonic() - t0
 
@@ -339,6 +365,178 @@ class LadderTest(Sandbox):
                 if line.lstrip().startswith("[")]
         self.assertEqual(plan, ["01 C++ train_01_quick", "00 C++ train_00_quick", "01 PyTorch TF32",
                                 "00 PyTorch fp32 eager"], proc.stdout)
+
+
+def option(command, flag):
+    """The value after `flag` in a command line (None if absent)."""
+    return command[command.index(flag) + 1] if flag in command else None
+
+
+class PytorchBestTest(Sandbox):
+    """The pinned SDPA backends, the vocabulary pairs, and PyTorch best: its batch search (a probe
+    per batch, out of memory -> the next smaller), the C++ stages 04-06 beside it at that batch."""
+
+    def calls(self):
+        """The command lines the stand-in PyTorch was started with, in order."""
+        with open(os.path.join(self.dir, "calls.jsonl")) as f:
+            return [json.loads(line) for line in f]
+
+    def env(self, **extra):
+        return dict({"FAKE_CALLS": os.path.join(self.dir, "calls.jsonl")}, **extra)
+
+    def text(self, name):
+        with open(os.path.join(self.out, name)) as f:
+            return f.read()
+
+    def test_every_sdpa_entry_pins_its_backend(self):
+        proc, _ = self.ladder("--torch", "all", "--stages", "none", expect=0, env=self.env())
+        e = self.entries()
+        for key in ("fp32", "tf32", "bf16"):  # no SDPA: nothing to pin
+            self.assertNotIn("--sdpa-backend", e[f"torch_{key}"]["command"])
+            self.assertIsNone(e[f"torch_{key}"]["sdpa_backend"])
+        for key in ("sdpa", "compile", "pad", "sdpa_pad", "compile_noshapepad"):  # one change per step: flash
+            self.assertEqual(option(e[f"torch_{key}"]["command"], "--sdpa-backend"), "flash", key)
+            self.assertEqual(e[f"torch_{key}"]["sdpa_backend"], "flash", key)  # as the run recorded it
+        self.assertEqual(e["torch_sdpa"]["short"], "bf16 + SDPA (flash)")
+        self.assertNotIn("torch_best", e)  # --torch all leaves PyTorch best out
+        self.assertIn("| 03 | PyTorch | bf16 + SDPA (flash) | 2 |", self.text("results.md"))
+
+    def test_vocabulary_pairs(self):
+        proc, _ = self.ladder("--torch", "sdpa_pad,compile_noshapepad,sdpa,compile,pad", "--stages", "none",
+                              expect=0, env=self.env())
+        e = self.entries()
+        pad, nosp = e["torch_sdpa_pad"]["command"], e["torch_compile_noshapepad"]["command"]
+        self.assertEqual(option(pad, "--vocab-pad"), "64")  # eager SDPA, the vocabulary padded
+        self.assertNotIn("--compile", pad)
+        self.assertNotIn("--vocab-pad", e["torch_sdpa"]["command"])  # its pair, unpadded
+        self.assertEqual(option(nosp, "--inductor-shape-padding"), "off")
+        self.assertIn("--compile", nosp)
+        self.assertNotIn("--vocab-pad", nosp)
+        # run after the per-stage entries, whatever order they were asked in
+        ran = [line.split("] stage ")[1] for line in proc.stdout.splitlines() if line.startswith("[")]
+        self.assertEqual([r.split(" PyTorch ")[1] for r in ran],
+                         ["bf16 + SDPA (flash)", "bf16 + SDPA + torch.compile (flash)",
+                          "compile + vocab padded to 64 (flash)", "bf16 + SDPA + vocab padded to 64 (flash)",
+                          "compile, Inductor's shape padding off (flash)"], proc.stdout)
+        pairs = {tuple(c["entries"]): c["ratio"] for c in self.results()["comparisons"]}
+        self.assertEqual(pairs, {("torch_sdpa_pad", "torch_sdpa"): 1.0,
+                                 ("torch_compile", "torch_compile_noshapepad"): 1.0,
+                                 ("torch_pad", "torch_compile_noshapepad"): 1.0})
+        self.assertIn("torch_sdpa_pad ÷ torch_sdpa = 1.00×: what an unaligned vocabulary", self.text("results.txt"))
+
+    def test_best_steps_down_after_out_of_memory(self):
+        for stage in ("03", "04", "05", "06"):
+            self.trainer(stage, "quick")
+        for fits, tried in ((32, ["out of memory", "fits"]), (16, ["out of memory", "out of memory", "fits"])):
+            with self.subTest(fits=fits):
+                if os.path.exists(os.path.join(self.dir, "calls.jsonl")):
+                    os.remove(os.path.join(self.dir, "calls.jsonl"))
+                proc, _ = self.ladder("--torch", "sdpa,best", expect=0, env=self.env(FAKE_TORCH_MAX_BATCH=str(fits)))
+                e, meta = self.entries(), self.results()["meta"]
+                best = e["torch_best"]
+                self.assertEqual((best["status"], best["batch"]), ("ok", fits))
+                self.assertEqual([t["result"] for t in best["batch_search"]], tried)
+                self.assertEqual([t["batch"] for t in best["batch_search"]], [64, 32, 16][:len(tried)])
+                self.assertIn("out of memory at B=64", best["batch_search"][0]["error"])
+                self.assertEqual((meta["best"]["batch"], meta["best"]["choices"]), (fits, [64, 32, 16]))
+                cmd = best["command"]
+                self.assertEqual((option(cmd, "--batch"), option(cmd, "--steps"), option(cmd, "--sdpa-backend"),
+                                  option(cmd, "--vocab-pad")), (str(fits), "3", "cudnn", "64"))
+                self.assertIn("--fused-adamw", cmd)
+                self.assertIn("--compile", cmd)
+                self.assertEqual(best["sdpa_backend"], "cudnn")
+                # the probes: PROBE_STEPS steps at 64, 32, ... down to the batch that fits, then the run
+                calls = [c for c in self.calls() if option(c, "--out").endswith(".json") and "probe" in c[-1]]
+                self.assertEqual([(option(c, "--batch"), option(c, "--steps")) for c in calls],
+                                 [(str(b), "2") for b in [64, 32, 16][:len(tried)]])
+                # C++ 04-06 beside it at its batch (not 03), and the ladder's own entries at --batch 2
+                for stage in ("04", "05", "06"):
+                    x = e[f"cpp_{stage}_best"]
+                    self.assertEqual((x["status"], x["batch"], option(x["command"], "--batch")),
+                                     ("ok", fits, str(fits)), stage)
+                    self.assertAlmostEqual(x["tokens_per_s"], fits * 32 / 0.010)  # its own batch's tokens
+                    self.assertAlmostEqual(x["cpp_over_torch"], 2.0)  # over PyTorch best
+                    self.assertEqual(option(e[f"cpp_{stage}"]["command"], "--batch"), "2")
+                self.assertNotIn("cpp_03_best", e)
+                self.assertIsNone(e["cpp_05_best"]["speedup_vs_00"])
+                ran = [line.split("] stage ")[1] for line in proc.stdout.splitlines() if line.startswith("[")]
+                self.assertTrue(ran[-4].startswith("best PyTorch compile + fused AdamW"), ran)  # it chooses the batch
+                self.assertEqual([r.split()[2] for r in ran[-3:]],
+                                 ["train_04_quick", "train_05_quick", "train_06_quick"])
+                txt, md = self.text("results.txt"), self.text("results.md")
+                self.assertIn(f"PyTorch best: batch {fits}, the largest of 64, 32, 16 that fits a 2-step probe "
+                              "(64: out of memory (gpt2_reference: error: out of memory at B=64", txt)
+                self.assertIn(f"| best | C++ | 05_quick | {fits} |", md)
+                self.assertIn(f"| best | PyTorch | compile + fused AdamW + vocab padded to 64 (cudnn) | {fits} |", md)
+                self.assertIn("| 03 | PyTorch | bf16 + SDPA (flash) | 2 |", md)
+        # --results-only renders the same again, and the plots of PyTorch best's group beside the ladder's
+        again = os.path.join(self.dir, "again")
+        proc = subprocess.run([sys.executable, LADDER, "--results-only", os.path.join(self.out, "results.json"),
+                               "--out", again], capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(os.path.join(again, "results.txt")) as f:
+            self.assertEqual(f.read(), self.text("results.txt"))
+        for name in ("loss.svg", "throughput.svg", "loss_best.svg", "throughput_best.svg"):
+            self.assertTrue(os.path.getsize(os.path.join(again, name)) > 0, name)
+        with open(os.path.join(again, "throughput_best.svg")) as f:
+            self.assertIn("B=16", f.read())  # drawn at PyTorch best's batch
+        with open(os.path.join(again, "throughput.svg")) as f:
+            self.assertIn("B=2", f.read())
+
+    def test_best_when_no_batch_fits(self):
+        self.trainer("05", "quick")
+        proc, _ = self.ladder("--torch", "best", expect=0, env=self.env(FAKE_TORCH_MAX_BATCH="8"))
+        e = self.entries()
+        why = "no batch fits: 64 out of memory, 32 out of memory, 16 out of memory"
+        self.assertEqual((e["torch_best"]["status"], e["torch_best"]["error"]), ("not run", why))
+        self.assertEqual((e["cpp_05_best"]["status"], e["cpp_05_best"]["error"]),
+                         ("not run", "PyTorch best found no batch"))
+        self.assertEqual(e["cpp_05"]["status"], "ok")  # the ladder's own entry runs as ever
+        self.assertEqual(len(self.calls()), 3)  # three probes, no run
+        self.assertIn(f"not run ({why})", self.text("results.txt"))
+        self.assertIn("PyTorch best: no batch (64: out of memory", self.text("results.txt"))
+
+    def test_best_probe_failing_otherwise_stops_the_search(self):
+        self.trainer("04", "quick")
+        self.ladder("--torch", "best", "--stages", "04", expect=1, env=self.env(FAKE_TORCH_FAIL="1"))
+        e = self.entries()
+        self.assertEqual(e["torch_best"]["status"], "failed")
+        self.assertIn("its probe at batch 64 failed: gpt2_reference: error: --compile", e["torch_best"]["error"])
+        self.assertEqual(len(self.calls()), 1)  # a smaller batch would not cure it
+        self.assertEqual(e["cpp_04_best"]["status"], "not run")
+
+    def test_best_batch_given_and_cudnn_falling_back(self):
+        self.ladder("--torch", "best", "--best-batch", "16", "--stages", "none", expect=0,
+                    env=self.env(FAKE_NO_CUDNN="1"))
+        best = self.entries()["torch_best"]
+        self.assertEqual([option(c, "--batch") for c in self.calls()], ["16"])  # no probe
+        self.assertEqual((best["sdpa_backend"], best["sdpa_backend_asked"]), ("flash", "cudnn"))
+        self.assertEqual(best["short"], "compile + fused AdamW + vocab padded to 64 (flash; cudnn asked)")
+        txt = self.text("results.txt")
+        self.assertIn("PyTorch best: batch 16 (--best-batch, no search); attention: flash (cudnn asked, flash used: "
+                      "no cuDNN attention here)", txt)
+        with open(os.path.join(self.out, "results.csv")) as f:
+            self.assertIn("best,torch,best,torch_best,16,flash,cudnn,ok", f.read())
+        self.ladder("--torch", "best", "--best-batch", "0", expect=2)
+
+    def test_dry_run_lists_the_new_entries(self):
+        for stage in ("04", "05"):
+            self.trainer(stage, "quick")
+        proc, _ = self.ladder("--dry-run", "--torch", "all,best", expect=0)
+        out = proc.stdout
+        self.assertIn("stage 03 PyTorch bf16 + SDPA + vocab padded to 64 (flash)", out)
+        self.assertIn("stage 04 PyTorch compile, Inductor's shape padding off (flash)", out)
+        self.assertIn("stage best PyTorch compile + fused AdamW + vocab padded to 64 (cudnn)", out)
+        self.assertIn("batch: the largest of 64, 32, 16 whose 2-step probe does not run out of memory", out)
+        self.assertIn("--batch 64 --seq 32 --steps 2", out)  # the first probe
+        self.assertIn("--sdpa-backend cudnn --compile --fused-adamw --vocab-pad 64", out)
+        self.assertEqual(out.count("at PyTorch best's batch, beside it (shown at 64)"), 2)  # C++ 04 and 05
+        self.assertIn("cpp_05_best.jsonl", out)
+        self.assertFalse(os.path.exists(os.path.join(self.out, "results.json")))
+        proc, _ = self.ladder("--dry-run", "--torch", "all", "--order", "newest-first", expect=0)
+        self.assertNotIn("stage best", proc.stdout)
+        proc, _ = self.ladder("--dry-run", "--torch", "best,nonsense", expect=2)
+        self.assertIn("unknown PyTorch configuration nonsense", proc.stderr)
 
 
 # A stand-in for a trainer whose memory fits 36 sequences while its estimate says 40: the
