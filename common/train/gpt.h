@@ -78,7 +78,9 @@ class GPT {
           Vp_(padded_vocab(config)), layout_(config, Vp_),
           own_parallel_(parallel ? nullptr : std::make_unique<Parallel>()),
           parallel_(parallel ? parallel : own_parallel_.get()), ctx_(stage_tag<S>),
-          shard_(parallel_->shard(layout_.total())),
+          // [stage switch Parallel]
+          shard_(parallel_->shard(layout_.total())),  // ZeRO-1: this process's part of the optimizer state
+          // [end stage switch Parallel]
           buckets_(gradient_buckets(layout_, config_.n_layer)), optimizer_(ctx_, layout_, shard_),
           buf_(typename Buffers<S>::Sizes(config_, B, T, micro_batches, shard_)),
           graph_(ctx_, config_, layout_, Vp_, buf_), added_to_(gradients_added_to(layout_, shard_.padded)) {
@@ -123,8 +125,10 @@ class GPT {
         optimizer_.weights_changed(ctx_);
     }
     std::vector<float> parameters() {
+        // [stage switch Parallel]
         // Each process updated the master weights of its shard only.
         if (parallel_->shards_optimizer()) parallel_->all_gather(ctx_, optimizer_.master(), shard_);
+        // [end stage switch Parallel]
         return download_unpadded(optimizer_.master());
     }
     std::vector<float> gradients() { return download_unpadded(buf_.grads.data()); }
@@ -172,10 +176,12 @@ class GPT {
     // for inference (no loss, no backward()). The batch goes through a pinned staging slot.
     void forward(const int* inputs, const int* targets, int B, int T) {
         check_shape(B, T);
+        // [stage switch kLossChunkRows]
         if (!targets && size_t(B) * T > logit_rows())
             throw Error("this stage keeps the logits of " + std::to_string(logit_rows()) +
                         " positions at a time (its loss works in chunks); a forward without targets of " +
                         std::to_string(B) + " x " + std::to_string(T) + " positions needs them all");
+        // [end stage switch kLossChunkRows]
         const int slot = take_slot();
         write_batch(slot, inputs, targets, B * T);
         upload_batch(slot, B * T, targets != nullptr);
@@ -224,12 +230,16 @@ class GPT {
     // The one synchronisation of a step: waits for everything queued and reads the mean loss
     // (over all processes) and the gradient norm.
     StepResult sync() {
+        // [stage switch Parallel]
         if (positions_ > 0) parallel_->all_reduce_sum(ctx_, buf_.stats.data() + kLossSum, 1);
+        // [end stage switch Parallel]
         S::copy_out_async(ctx_, buf_.stats_host.data(), buf_.stats.data(), kNumStats);
         wait_for_device();
         StepResult r;
+        // [stage switch Parallel]
         if (positions_ > 0)
             r.loss = static_cast<float>(buf_.stats_host.data()[kLossSum] / (double(positions_) * parallel_->world()));
+        // [end stage switch Parallel]
         if (updated_) r.grad_norm = static_cast<float>(std::sqrt(buf_.stats_host.data()[kGradSumSquares]));
         positions_ = 0;
         updated_ = false;
@@ -288,7 +298,9 @@ class GPT {
             B_cur_ = B;
             T_cur_ = T;
             has_targets_ = true;
+            // [stage switch kLossChunkRows]
             has_logits_ = !Graph::kLossInChunks;
+            // [end stage switch kLossChunkRows]
             first_backward_ = false;
         } else {
             enqueue();
@@ -338,7 +350,9 @@ class GPT {
     void enqueue_forward(int B, int T, int past = -1) {
         B_cur_ = B;
         T_cur_ = T;
-        has_logits_ = !Graph::kLossInChunks || !has_targets_;
+        // [stage switch kLossChunkRows]
+        has_logits_ = !Graph::kLossInChunks || !has_targets_;  // the loss computes them, a chunk at a time
+        // [end stage switch kLossChunkRows]
         graph_.forward(optimizer_.act_weights(), B, T, past, has_logits_);
     }
     // The rows buf_.logits holds (train/buffers.h).
@@ -383,24 +397,30 @@ class GPT {
                   [&] { parallel_->gradients_ready(ctx_, buf_.grads.data(), buckets_[bucket]); });
         buckets_sent_ = bucket + 1 == int(buckets_.size());
     }
+    // [end stage switch Parallel]
 
     void enqueue_update(const AdamWSettings& settings) {
         S::copy_in_async(ctx_, buf_.scalars.data(), buf_.scalars_staging.data(), 1);
+        // [stage switch Parallel]
         Graph::op("gradient reduction",
                   [&] { parallel_->reduce_gradients(ctx_, buf_.grads.data(), shard_, buckets_sent_); });
         buckets_sent_ = false;
+        // [end stage switch Parallel]
         double* sum_squares = buf_.stats.data() + kGradSumSquares;
         Graph::op("optimizer", [&] {
             optimizer_.step(ctx_, buf_.grads.data(), settings, buf_.scalars.data(), sum_squares, [&] {
+                // [stage switch Parallel]
                 // ZeRO-1: each process has the sum of squares of its shard; the norm is of all.
                 if (parallel_->shards_optimizer()) parallel_->all_reduce_sum(ctx_, sum_squares, 1);
+                // [end stage switch Parallel]
             });
         });
+        // [stage switch Parallel]
         if (parallel_->shards_optimizer())
             Graph::op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
+        // [end stage switch Parallel]
         updated_ = true;
     }
-    // [end stage switch Parallel]
 
     // --- staging: host data reaches the device through pinned buffers, without a wait ------
 
@@ -477,6 +497,7 @@ class GPT {
         S::copy_out(ctx_, host.data(), device_array, host.size());
         return unpad_vocab(host, config_, Vp_);
     }
+    // [stage switch Parallel]
     // A moment of the optimizer (its shard) as the whole padded array, gathered from every
     // process through the gradients' memory when sharded.
     std::vector<float> whole_moment(const float* shard_moment) {
@@ -490,6 +511,7 @@ class GPT {
         S::copy_out(ctx_, host.data(), buf_.grads.data(), host.size());
         return host;
     }
+    // [end stage switch Parallel]
 
     // [stage switch kCaptureStep]
     // What a captured step was recorded with: a step of another shape or settings is recaptured.

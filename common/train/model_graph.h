@@ -106,7 +106,9 @@ class ModelGraph {
     void loss(const act_t* P, int N) {
         for (int r0 = 0; r0 < N; r0 += loss_rows(N)) {
             const int n = std::min(loss_rows(N), N - r0);
-            if (kLossInChunks) lm_head(P, r0, n);
+            // [stage switch kLossChunkRows]
+            if (kLossInChunks) lm_head(P, r0, n);  // this chunk's logits
+            // [end stage switch kLossChunkRows]
             op("classifier", [&] {
                 O::Classifier::forward(ctx_, buf_.losses.data() + r0, classifier_saved<typename O::Classifier>(r0),
                                        buf_.logits.data(), buf_.targets.data() + r0, n, config_.vocab_size, Vp_,
@@ -137,7 +139,9 @@ class ModelGraph {
         act_t* dlogits = buf_.logits.data();
         for (int r0 = 0; r0 < N; r0 += loss_rows(N)) {
             const int n = std::min(loss_rows(N), N - r0);
-            if (kLossInChunks) lm_head(P, r0, n);
+            // [stage switch kLossChunkRows]
+            if (kLossInChunks) lm_head(P, r0, n);  // this chunk's logits
+            // [end stage switch kLossChunkRows]
             op("classifier", [&] {
                 O::ClassifierWithGrad::forward_backward(ctx_, buf_.losses.data() + r0, dlogits, buf_.logits.data(),
                                                         buf_.targets.data() + r0, loss_scale, n, config_.vocab_size,

@@ -28,7 +28,8 @@ namespace gpt {
 struct Stage04 : Stage03 {
     static constexpr const char* name = "04_fused_kernels";
     static constexpr const char* description =
-        "stage 03 with fused kernels (matmul epilogues, residual + LayerNorm, classifier, AdamW), the step as a CUDA Graph";
+        "stage 03 with fused kernels (matmul epilogues, residual + LayerNorm, classifier, AdamW), the step as a CUDA "
+        "Graph, the loss in chunks of rows, matmul algorithms chosen by timing";
 
     static constexpr bool kCaptureStep = true;     // one launch per step
     static constexpr int kLossChunkRows = 8192;   // logits of 8192 rows at a time (common/train/model_graph.h)

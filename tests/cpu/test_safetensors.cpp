@@ -364,7 +364,7 @@ TEST(HfGpt2, Fp32RoundTripIsBitIdentical) {
     EXPECT_EQ(read_safetensors_header(dir + "/model.safetensors").metadata.at("format"), "pt");  // transformers checks it
 }
 
-// The round trip through the tool's two halves, with the step-0 loss of the CPU model.
+// The round trip through the tool's two halves, with the step-0 loss of the CPU model.
 TEST(HfGpt2, RoundTripGivesTheSameStep0Loss) {
     const test::ReferenceCase c = test::overfit_case();
     const std::string dir = temp_dir() + "/hf", ckpt = temp_dir() + "/back.ckpt";

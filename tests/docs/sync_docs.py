@@ -49,13 +49,17 @@ Such code is marked where it is, each region between two comment lines naming it
     // [end stage switch kCaptureStep]
 
 A switch is a policy setting (a `static constexpr ... kName` of stages/00_*/stage.cuh) or any
-other name a stage's own code uses (Epilogue, Parallel). A stage turns it on when the name appears in the
-code (not the comments) of a line its patch adds, and docs/diffs/NN_name.shared.md then shows
-every region of that switch; the chapter must link to it. The check fails when
-  - a line of common/ reads a policy setting (`S::kName`, `Stage::kName`) outside a region of
-    that switch: the code it turns on would not be shown. Except the settings in NOT_SWITCHES,
-    common/train/policy.h (it describes every setting), and a line whose comment says
-    `[describes the policy]` (the banner's words, not code the setting turns on);
+other name a stage's own code uses (Epilogue, Parallel). A stage turns it on when the name
+appears in the code (not the comments) of a line its patch adds, and
+docs/diffs/NN_name.shared.md then shows every region of that switch; the chapter must link to
+it. The check fails when
+  - a line of common/ reads a policy setting (`S::kName`, `Stage::kName`), or a setting derived
+    from one inside its region (`static constexpr bool kLossInChunks = S::kLossChunkRows > 0;`),
+    or uses a switch of WATCHED_CODE through its member (`parallel_->`), outside a region of
+    that switch: the code it turns on would not be shown. Not checked: the settings in
+    NOT_SWITCHES, common/train/policy.h (it describes every setting), and a line whose comment
+    says `[describes the policy]` (the banner's words, not code the setting turns on). Code a
+    switch reaches in other ways (the Epilogue plumbing) is marked by hand;
   - a marker is not closed, is closed without being opened, or names a switch no stage turns on;
   - a listing is stale (regenerating fixes it) or a chapter does not link to its listing.
 
@@ -221,12 +225,18 @@ NOT_SWITCHES = {
     "kMinComputeCapability": "read by the one device check every GPU stage runs",
     "kGpuReason": "read by the one device check every GPU stage runs",
 }
+# Switches that are not settings, read through a member rather than S::kName: each such read
+# must lie in a region of the switch too.
+WATCHED_CODE = {"Parallel": re.compile(r"\bparallel_->")}
 # Files that read every setting to describe the policy (the banner, --help).
 DESCRIBES_THE_POLICY = {"common/train/policy.h"}
 DESCRIBES_TAG = "[describes the policy]"
 SHARED_SUFFIXES = {".h", ".cuh", ".cpp", ".cu", ".inl"}
 SWITCH_BEGIN = re.compile(r"^\s*// \[stage switch (\w+)\]\s*$")
 SWITCH_END = re.compile(r"^\s*// \[end stage switch (\w+)\]\s*$")
+# A setting derived from a switch inside its region (`static constexpr bool kLossInChunks = ...`):
+# its reads are the switch's reads.
+DERIVED = re.compile(r"constexpr\s+[\w:<>]+\s+(k\w+)\s*=")
 
 
 def code_part(line):
@@ -249,9 +259,10 @@ def shared_files(root):
 
 
 def switch_regions(root, problems):
-    """{switch: [(path, first line number, lines)]} from the markers in common/, and the
-    problems of the markers themselves."""
-    regions = {}
+    """{switch: [(path, first line number, lines)]} from the markers in common/, every line of
+    code with the switches open there, and the settings derived inside a region ({name: switch});
+    the problems of the markers themselves go to `problems`."""
+    regions, derived = {}, {}
     reads = []  # (path, line number, setting) of every setting read in code, with the open switches
     for f in shared_files(root):
         rel = f.relative_to(root).as_posix()
@@ -274,22 +285,35 @@ def switch_regions(root, problems):
                 continue
             for start, lines in open_.values():
                 lines.append(line)
+            for key in open_:
+                for name in DERIVED.findall(code_part(line)):
+                    derived[name] = key
             reads.append((rel, number, line, set(open_)))
         for key, (start, _) in open_.items():
             problems.append((f"{rel}:{start - 1}: [stage switch {key}] is never ended", False))
-    return regions, reads
+    return regions, reads, derived
 
 
-def unmarked_reads(settings, reads, problems):
-    """A policy setting read in the code of common/ outside a region of its switch."""
+def unmarked_reads(settings, reads, derived, problems):
+    """A policy setting read in the code of common/ outside a region of its switch, or a setting
+    derived from a switch read outside a region of that switch."""
     watched = [k for k in settings if k not in NOT_SWITCHES]
     for rel, number, line, open_ in reads:
         if rel in DESCRIBES_THE_POLICY or DESCRIBES_TAG in line:
             continue
+        code = code_part(line)
         for key in watched:
-            if re.search(rf"\b\w+::{key}\b", code_part(line)) and key not in open_:
+            if re.search(rf"\b\w+::{key}\b", code) and key not in open_:
                 problems.append((f"{rel}:{number}: reads {key} outside a [stage switch {key}] region: mark the "
                                  f"code it turns on, so that the stage that sets it shows it", False))
+        for key, pattern in WATCHED_CODE.items():
+            if pattern.search(code) and key not in open_:
+                problems.append((f"{rel}:{number}: uses {key} ({pattern.pattern}) outside a [stage switch {key}] "
+                                 f"region: mark the code it turns on", False))
+        for name, key in derived.items():
+            if re.search(rf"\b{name}\b", code) and key not in open_:
+                problems.append((f"{rel}:{number}: reads {name} (derived from {key}) outside a [stage switch "
+                                 f"{key}] region: mark the code it turns on", False))
 
 
 def switches_turned_on(patch, keys):
@@ -311,16 +335,17 @@ def shared_listing(stage_name, prev_name, on, regions):
     out = [f"# {stage_name}: the shared code this stage turns on",
            "",
            f"[{stage_name}.patch]({stage_name}.patch) shows what this stage adds to {prev_name}: its policy and "
-           "its own files. The code below is in common/ and compiled into every stage; it runs where a stage's "
-           "policy turns it on, and this stage turns it on. Each region is marked in the source between "
-           "`// [stage switch NAME]` and `// [end stage switch NAME]`.",
+           "its own files. The code below is in common/ and compiled into every stage; what it does depends on "
+           "the setting or name in each heading, which this stage sets or starts to use. Each region is marked "
+           "in the source between `// [stage switch NAME]` and `// [end stage switch NAME]`.",
            "",
            "Generated from the source by tests/docs/sync_docs.py; the docs test checks that it is current.",
            ""]
     if not on:
         out += ["This stage turns on no shared code: its patch is the whole change.", ""]
     for key, (path, line) in on.items():
-        out += [f"## {key}", "", f"Turned on in `{path}` by `{code_part(line).strip()}`", ""]
+        how = "Set" if path.endswith("/stage.cuh") else "Used"
+        out += [f"## {key}", "", f"{how} in `{path}`, first by `{code_part(line).strip()}`", ""]
         for rel, _, lines in regions[key]:
             body = textwrap.dedent("\n".join(lines)).strip("\n")
             out += [f"`{rel}`:", "", "```cpp", body, "```", ""]
@@ -346,8 +371,8 @@ def main():
 
     stages = sorted(d for d in (root / "stages").iterdir() if d.is_dir() and re.match(r"\d\d_", d.name))
     diffs = root / "docs" / "diffs"
-    regions, reads = switch_regions(root, problems)
-    unmarked_reads(policy_settings(root, stages[0]) if stages else [], reads, problems)
+    regions, reads, derived = switch_regions(root, problems)
+    unmarked_reads(policy_settings(root, stages[0]) if stages else [], reads, derived, problems)
     turned_on = set()
     for prev, stage in zip(stages, stages[1:]):
         patch = diffs / f"{stage.name}.patch"

@@ -110,7 +110,7 @@ class SharedCode(unittest.TestCase):
             listing = (root / "docs" / "diffs" / "01_next.shared.md").read_text()
             self.assertIn("## kCaptureStep", listing)
             self.assertIn("if constexpr (S::kCaptureStep) replay();", listing)
-            self.assertIn("`static constexpr bool kCaptureStep = true;`", listing)
+            self.assertIn("Set in `stages/01_next/stage.cuh`, first by `static constexpr bool kCaptureStep = true;`", listing)
             self.assertNotIn("[stage switch", listing.split("## kCaptureStep")[1])  # the markers are not shown
             self.assertEqual(check(root), (0, ""))
             # Marked code that changes makes the listing stale.
@@ -123,6 +123,18 @@ class SharedCode(unittest.TestCase):
         code, out, _ = self.run_on(MARKED + "bool f() { return S::kCaptureStep; }\n")
         self.assertEqual(code, 1, out)
         self.assertIn("common/train/gpt.h:6: reads kCaptureStep outside a [stage switch kCaptureStep] region", out)
+
+    def test_a_setting_derived_in_a_region_is_checked_too(self):
+        derived = MARKED.replace("    if constexpr (S::kCaptureStep) replay();\n",
+                                 "    static constexpr bool kCaptured = S::kCaptureStep;\n")
+        code, out, _ = self.run_on(derived + "void g() { if (kCaptured) replay(); }\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("common/train/gpt.h:6: reads kCaptured (derived from kCaptureStep) outside", out)
+
+    def test_the_processes_are_found_by_their_member(self):
+        code, out, _ = self.run_on(MARKED + "void h() { parallel_->all_reduce_sum(); }\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("common/train/gpt.h:6: uses Parallel", out)
 
     def test_comments_and_descriptions_are_not_reads(self):
         code, out, _ = self.run_on(MARKED + "// S::kCaptureStep in a comment\n"
