@@ -2253,3 +2253,15 @@ TEST(Policy, EveryOpNamesAFileThatExists) {
     const std::string banner = gpt::describe_policy<TestStage>();
     EXPECT_NE(banner.find(gpt::precision_name(kPrecision)), std::string::npos) << banner;
 }
+
+// Each stage adds its one optimization: timing cuBLASLt's matmul candidates is stage 04's
+// (kTimeMatmuls, the counterpart of torch.compile's max-autotune); stages 00-03 take the
+// heuristic's first choice, as PyTorch eager does. The policy and its banner: no GPU needed.
+TEST(Policy, TimesMatmulsFromStage04On) {
+    const int stage = std::atoi(TestStage::name);  // "04_fused_kernels": 4
+    EXPECT_EQ(TestStage::kTimeMatmuls, stage >= 4) << TestStage::name;
+    const std::string banner = gpt::describe_policy<TestStage>();
+    EXPECT_NE(banner.find(TestStage::kTimeMatmuls ? "kTimeMatmuls on" : "its heuristic's first choice (kTimeMatmuls off)"),
+              std::string::npos)
+        << banner;
+}
