@@ -1,5 +1,6 @@
 #include "testing/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -43,7 +44,7 @@ std::vector<int> random_tokens(Rng& rng, size_t n, int vocab) {
     return v;
 }
 
-Comparison compare(const float* a, const float* e, size_t n, Tolerance tol) {
+Comparison compare(const float* a, const float* e, size_t n, Tolerance tol, const float* term_size) {
     Comparison c;
     c.n = n;
     double sum_e2 = 0.0, sum_d2 = 0.0;
@@ -55,7 +56,8 @@ Comparison compare(const float* a, const float* e, size_t n, Tolerance tol) {
         const double err = std::fabs(double(a[i]) - double(e[i]));
         sum_d2 += err * err;
         // written so that a NaN error counts as bad
-        if (!(err <= tol.rtol * std::fabs(double(e[i])) + tol.atol * c.rms)) ++c.bad;
+        const double size = term_size ? std::max(c.rms, double(term_size[i])) : c.rms;
+        if (!(err <= tol.rtol * std::fabs(double(e[i])) + tol.atol * size)) ++c.bad;
         if (!std::isnan(c.worst_err) && !(err <= c.worst_err)) {  // the first NaN stays the worst
             c.worst_err = err;
             c.worst = i;
@@ -74,16 +76,24 @@ std::string header(const std::string& what) {
 
 ::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,
                                      const std::vector<float>& expected, Tolerance tol) {
-    if (actual.size() != expected.size())
+    return all_close(what, actual, expected, tol, {});
+}
+
+::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,
+                                     const std::vector<float>& expected, Tolerance tol,
+                                     const std::vector<float>& term_size) {
+    if (actual.size() != expected.size() || (!term_size.empty() && term_size.size() != expected.size()))
         return ::testing::AssertionFailure() << header(what) << "size " << actual.size() << " != expected "
-                                             << expected.size();
-    const Comparison c = compare(actual.data(), expected.data(), actual.size(), tol);
+                                             << expected.size() << " (term sizes: " << term_size.size() << ")";
+    const Comparison c = compare(actual.data(), expected.data(), actual.size(), tol,
+                                 term_size.empty() ? nullptr : term_size.data());
     const double l2_limit = rel_l2_limit(tol, c.n);
     const bool l2_ok = c.rel_l2 <= l2_limit;  // false for NaN
     if (c.bad == 0 && c.nan == 0 && c.unwritten == 0 && l2_ok) return ::testing::AssertionSuccess();
     std::ostringstream s;
     s << header(what) << c.bad << " of " << c.n << " elements outside " << tol.name << " tolerance (rtol "
-      << tol.rtol << ", atol " << tol.atol << " x rms " << c.rms << "); relative L2 error " << c.rel_l2
+      << tol.rtol << ", atol " << tol.atol << " x rms " << c.rms
+      << (term_size.empty() ? "" : " or the element's term size, the larger") << "); relative L2 error " << c.rel_l2
       << (l2_ok ? " within" : " above") << " its limit " << l2_limit;
     if (c.unwritten) s << "; " << c.unwritten << " never written (still poisoned)";
     if (c.nan) s << "; " << c.nan << " NaN or infinite";

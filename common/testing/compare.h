@@ -55,7 +55,11 @@ struct Comparison {
     double rel_l2 = 0.0;     // ||a - e|| / ||e|| (NaN if either holds a NaN)
 };
 // Counts the elements outside tol's element-wise bound (`bad`); rel_l2 is measured, not judged.
-Comparison compare(const float* actual, const float* expected, size_t n, Tolerance tol);
+// `term_size`, where given, is for each element the size of the terms it was summed from
+// (testing/term_sizes.h; testing/tolerance.h, "Sums whose terms are larger than they are"): that
+// element's `atol` is then in units of the larger of the tensor's rms and its own term size.
+Comparison compare(const float* actual, const float* expected, size_t n, Tolerance tol,
+                   const float* term_size = nullptr);
 
 // The tolerance's two checks: every element within rtol and atol, and the relative L2 error of
 // the whole tensor within rel_l2_limit(tol, n) (testing/tolerance.h says why both). Fails on any NaN or
@@ -63,6 +67,10 @@ Comparison compare(const float* actual, const float* expected, size_t n, Toleran
 // message gives the count of elements outside, the worst one and the relative L2 error.
 ::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,
                                      const std::vector<float>& expected, Tolerance tol);
+// The same with each element's `atol` in units of max(rms, term_size[i]) (see compare above).
+::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& actual,
+                                     const std::vector<float>& expected, Tolerance tol,
+                                     const std::vector<float>& term_size);
 // Whole-tensor check: ||a - e|| / ||e|| <= max_rel_l2, NaN-safe.
 ::testing::AssertionResult rel_l2_close(const std::string& what, const std::vector<float>& actual,
                                         const std::vector<float>& expected, double max_rel_l2);

@@ -7,8 +7,10 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/ops.h"
 #include "testing/compare.h"
 #include "testing/curve.h"
+#include "testing/term_sizes.h"
 #include "testing/tolerance.h"
 #include "util/bf16.h"
 
@@ -231,6 +233,110 @@ TEST(Compare, Tf32TruncationPasses) {
     const auto actual = linear(truncated(inp), truncated(weight), bias, N, K, M, add_bias);
     EXPECT_TRUE(all_close("tf32 linear layer", actual, expected, kTf32));
     EXPECT_FALSE(all_close("tf32 linear layer", actual, expected, kFp32));
+}
+
+// An element's term size widens its own bound and no other, and never the relative L2 bound.
+TEST(Compare, TermSizesWidenOnlyTheirOwnElement) {
+    auto e = sample_data();
+    e[10] = e[20] = 0.0f;  // sums whose terms cancelled: judged by the rms alone, 0.064 x 2.1
+    auto a = e;
+    a[10] = 0.4f;
+    a[20] = 0.45f;
+    std::vector<float> terms(e.size(), 0.0f);
+    terms[10] = 10.0f;
+    const auto r = all_close("one term size", a, e, kAttentionBf16, terms);
+    EXPECT_FALSE(r);
+    EXPECT_NE(std::string(r.message()).find("1 of 1000 elements"), std::string::npos) << r.message();
+    EXPECT_NE(std::string(r.message()).find("worst at [20]"), std::string::npos) << r.message();
+    terms[20] = 10.0f;
+    EXPECT_TRUE(all_close("both term sizes", a, e, kAttentionBf16, terms));
+    EXPECT_FALSE(all_close("no term sizes", a, e, kAttentionBf16));
+    // A systematic error of 1/32 passes every element's widened bound but not the L2 bound.
+    std::vector<float> scaled = e, huge(e.size(), 100.0f);
+    for (float& x : scaled) x *= 1.0f + 1.0f / 32;
+    const auto l2 = all_close("scaled by 1 + 1/32", scaled, e, kAttentionBf16, huge);
+    EXPECT_FALSE(l2);
+    EXPECT_NE(std::string(l2.message()).find("above its limit"), std::string::npos) << l2.message();
+    EXPECT_FALSE(all_close("term sizes of another size", a, e, kAttentionBf16, std::vector<float>(3, 1.0f)));
+}
+
+namespace {
+// The attention backward the way a bf16 kernel computes it from the CPU forward's P: the output
+// O stored in bf16, D_i = dO_i . O_i from it (its sum in another order than dP's, as a kernel's
+// reduction and a tensor core's products differ), dS = P (dP - D) rounded to bf16 for the products
+// that use it, P rounded to bf16 for dv, every output rounded to bf16. Without its diagonal term
+// (j = i) in dq when drop_diagonal is set: a kernel whose loop over keys stops one short.
+std::vector<float> simulated_bf16_attention_backward(const std::vector<float>& qkv, const std::vector<float>& dout,
+                                                     const std::vector<float>& out, const std::vector<float>& att,
+                                                     int T, int C, int NH, bool drop_diagonal) {
+    const int HS = C / NH;
+    const float scale = 1.0f / std::sqrt(float(HS));
+    std::vector<float> dqkv(size_t(T) * 3 * C, 0.0f);
+    for (int h = 0; h < NH; ++h)
+        for (int i = 0; i < T; ++i) {
+            const float* p = &att[(size_t(h) * T + i) * T];
+            const float* d_o = &dout[size_t(i) * C + h * HS];
+            float D = 0.0f;
+            for (int e = HS - 1; e >= 0; --e) D += d_o[e] * round_to_bf16(out[size_t(i) * C + h * HS + e]);
+            for (int j = 0; j <= i; ++j) {
+                const float* k = &qkv[size_t(j) * 3 * C + C + h * HS];
+                const float* v = k + C;
+                float dp = 0.0f;
+                for (int e = 0; e < HS; ++e) dp += d_o[e] * v[e];
+                const float ds = round_to_bf16(p[j] * (dp - D));
+                const float pj = round_to_bf16(p[j]);
+                for (int e = 0; e < HS; ++e) {
+                    if (!(drop_diagonal && j == i)) dqkv[size_t(i) * 3 * C + h * HS + e] += scale * ds * k[e];
+                    dqkv[size_t(j) * 3 * C + C + h * HS + e] += scale * ds * qkv[size_t(i) * 3 * C + h * HS + e];
+                    dqkv[size_t(j) * 3 * C + 2 * C + h * HS + e] += pj * d_o[e];
+                }
+            }
+        }
+    for (float& x : dqkv) x = round_to_bf16(x);
+    return dqkv;
+}
+}  // namespace
+
+// The attention backward's term sizes: positive where the exact answer is 0 (T = 1: dq = dk = 0),
+// wide enough for a bf16 kernel's honest rounding, and no cover for a dropped term. Judged by the
+// tensor's rms alone, the simulated kernel's dq and dk failed at T = 1 for 77 of 200 seeds (as
+// the GPU's did, testing/tolerance.h), and its dk at T = 300 for 1; with the term sizes, none.
+TEST(TermSizes, AttentionBackwardCoversRoundingButNotADroppedTerm) {
+    gpt::Rng rng(test_seed());
+    const int C = 64, NH = 2;
+    for (const int T : {1, 65, 300}) {
+        SCOPED_TRACE("T = " + std::to_string(T));
+        std::vector<float> qkv = random_normal(rng, size_t(T) * 3 * C), dout = random_normal(rng, size_t(T) * C);
+        for (float& x : qkv) x = round_to_bf16(x);
+        for (float& x : dout) x = round_to_bf16(x);
+        std::vector<float> out(size_t(T) * C), att(size_t(NH) * T * T), dqkv(size_t(T) * 3 * C);
+        gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), 1, T, C, NH);
+        gpt::cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), 1, T, C, NH);
+        const auto terms = attention_backward_term_sizes(qkv, dout, att, 1, T, C, NH);
+        ASSERT_EQ(terms.size(), dqkv.size());
+        for (size_t i = 0; i < terms.size(); ++i) ASSERT_GT(terms[i], 0.0f) << "element " << i;
+        if (T == 1)
+            for (int e = 0; e < 2 * C; ++e) EXPECT_EQ(dqkv[e], 0.0f) << "dq and dk at T = 1 are exactly 0";
+        // Part 0 (dq), 1 (dk) or 2 (dv) of a [T, 3C] tensor, as [T, C].
+        const auto part = [&](const std::vector<float>& v, int which) {
+            std::vector<float> p;
+            for (int t = 0; t < T; ++t) {
+                const auto row = v.begin() + (size_t(t) * 3 + which) * C;
+                p.insert(p.end(), row, row + C);
+            }
+            return p;
+        };
+        const char* names[3] = {"dq", "dk", "dv"};
+        for (const bool drop : {false, true}) {
+            const auto simulated = simulated_bf16_attention_backward(qkv, dout, out, att, T, C, NH, drop);
+            for (int which = 0; which < 3; ++which) {
+                const auto r = all_close(std::string("simulated bf16 backward ") + names[which],
+                                         part(simulated, which), part(dqkv, which), kAttentionBf16, part(terms, which));
+                if (drop && which == 0 && T > 1) EXPECT_FALSE(r) << "dq without its diagonal term passed";
+                else EXPECT_TRUE(r);
+            }
+        }
+    }
 }
 
 TEST(RandomInputs, AreNotUniformAndNotZero) {

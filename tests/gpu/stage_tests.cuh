@@ -50,6 +50,7 @@
 #include "testing/place_in_group.h"
 #include "testing/reference_case.h"
 #include "testing/reference_run.h"
+#include "testing/term_sizes.h"
 #include "bench/attention_variants.h"
 #include "gpu/thread_communicator.cuh"
 #include "testing/tolerance.h"
@@ -70,6 +71,7 @@ constexpr gpt::test::Tolerance kActTol = gpt::test::storage_tolerance<Act>();  /
 constexpr gpt::test::Tolerance kFp32Tol = gpt::test::kFp32;                   // fp32 math, stored as fp32
 
 using gpt::Rng;
+using gpt::test::attention_backward_term_sizes;
 using gpt::test::all_close;
 using gpt::test::DeviceArray;
 using gpt::test::DeviceScratch;
@@ -496,8 +498,9 @@ struct AttentionRun {
         sync_and_check("Attention::backward");
         return d_dqkv.download_raw();
     }
-    // The CPU reference (fp32): the output and, with `backward`, dqkv for dout.
-    void expected(Vec& out, Vec* dqkv) const {
+    // The CPU reference (fp32): the output and, with `backward`, dqkv for dout and the size of
+    // the terms each element of it was summed from (testing/term_sizes.h).
+    void expected(Vec& out, Vec* dqkv, Vec* term_sizes = nullptr) const {
         out.assign(BTC, 0.0f);
         Vec att(size_t(s.B) * s.NH * s.T * s.T);
         gpt::cpu::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
@@ -505,6 +508,7 @@ struct AttentionRun {
             dqkv->assign(3 * BTC, 0.0f);
             gpt::cpu::attention_backward(dqkv->data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
         }
+        if (term_sizes) *term_sizes = attention_backward_term_sizes(qkv, dout, att, s.B, s.T, s.C, s.NH);
     }
 
     const AttentionCase s;
@@ -526,13 +530,16 @@ std::string case_name(const AttentionCase& s) {
         .GetString();
 }
 
-// dq, dk and dv of a backward, each on its own, against the CPU's.
-void expect_dqkv_close(const std::string& what, const Vec& dqkv, const Vec& expected, const AttentionCase& s) {
+// dq, dk and dv of a backward, each on its own, against the CPU's, each element's atol in units of
+// the larger of the tensor's rms and its term size (testing/term_sizes.h).
+void expect_dqkv_close(const std::string& what, const Vec& dqkv, const Vec& expected, const Vec& term_sizes,
+                       const AttentionCase& s) {
     const size_t rows = size_t(s.B) * s.T;
     const char* names[3] = {" dq", " dk", " dv"};
     for (int part = 0; part < 3; ++part)
         EXPECT_TRUE(all_close(what + names[part], qkv_part(dqkv, rows, s.C, part),
-                              qkv_part(expected, rows, s.C, part), kAttentionTol));
+                              qkv_part(expected, rows, s.C, part), kAttentionTol,
+                              qkv_part(term_sizes, rows, s.C, part)));
 }
 
 // The forward of one case against the CPU: the output and, where the op saves it, the log-sum-exp.
@@ -586,12 +593,12 @@ template <class Attention = TestStage::Attention>
 void check_attention_backward(StageContext& ctx, Rng& rng, const AttentionCase& s) {
     SCOPED_TRACE(case_name(s));
     AttentionRun<Attention> run(ctx, rng, s);
-    Vec out, dqkv_expected;
-    run.expected(out, &dqkv_expected);
+    Vec out, dqkv_expected, term_sizes;
+    run.expected(out, &dqkv_expected, &term_sizes);
     // Other ops use the scratch between forward and backward: the backward must not
     // expect to find anything there.
     run.scratch.fill_with_nan();
-    expect_dqkv_close("Attention::backward", as_floats(run.backward(ctx)), dqkv_expected, s);
+    expect_dqkv_close("Attention::backward", as_floats(run.backward(ctx)), dqkv_expected, term_sizes, s);
 }
 
 TEST_F(Kernels, AttentionBackward) {
@@ -680,12 +687,12 @@ TEST_F(Kernels, AttentionBackwardRepeats) {
     const AttentionCase s{2, 1000, 192, 3};  // GPT-2's head size of 64, which every stage handles
     SCOPED_TRACE(case_name(s));
     AttentionRun<TestStage::Attention> run(ctx, rng, s);
-    Vec out, dqkv_expected;
-    run.expected(out, &dqkv_expected);
+    Vec out, dqkv_expected, term_sizes;
+    run.expected(out, &dqkv_expected, &term_sizes);
     run.scratch.fill_with_nan();
     const Vec first = as_floats(run.backward(ctx)), second = as_floats(run.backward(ctx));
-    expect_dqkv_close("Attention::backward, second run against the first", second, first, s);
-    expect_dqkv_close("Attention::backward, second run", second, dqkv_expected, s);
+    expect_dqkv_close("Attention::backward, second run against the first", second, first, term_sizes, s);
+    expect_dqkv_close("Attention::backward, second run", second, dqkv_expected, term_sizes, s);
 }
 
 // The device memory one attention layer takes, forward and backward, at T and at 4T (GPT-2's
