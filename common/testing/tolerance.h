@@ -76,15 +76,16 @@ using gpt::Precision;
 //  can come out small. What remains in both is the rounding of the terms, as large as they are,
 //  not as the result. Found on an H200 (2026-11-27), in stage 02's materialised attention as in
 //  stage 03's kernels: at T = 1 every bf16 stage's dq and dk came out about 1e-7 where the exact
-//  answer is 0 (bound: 0); at T = 1000 to 4096, 1 to 4 elements in 10^5 of dq, dk or dv were off
-//  by up to 0.18 rms (bound: 0.064 rms of the tensor plus rtol of the element), in 11 tensors of
-//  one GPU check, and then in dv alone (1 element of 131,072 to 384,000) in 4 of 70 runs of the
-//  backward tests of stages 02-06 once dq and dk were judged as below. In every one the whole tensor's relative L2 error was 0.0025 to
-//  0.0048 (0.6u to 1.2u, limit 0.016). So the attention backward's elements are
-//  judged against their own terms: atol is in units of the larger of the tensor's rms and the
-//  element's term size, the root of the sum of squares of its terms, each at the size of what
-//  cancels in it (testing/term_sizes.h). rtol and rel_l2 are unchanged: a kernel that drops a
-//  term still fails the relative L2 bound at its full size.
+//  answer is 0 (bound: 0); at T = 1000 to 4096, 1 to 4 elements of a tensor (up to 8 in 10^5) of
+//  dq, dk or dv were off by up to 0.18 rms (bound: 0.064 rms of the tensor plus rtol of the
+//  element), in 11 tensors of one GPU check, and then in dv alone (1 element of 131,072 to
+//  384,000) in 4 of 70 runs of the backward tests of stages 02-06 once dq and dk were judged as
+//  below. In every one the whole tensor's relative L2 error was 0.0025 to 0.0048 (0.6u to 1.2u,
+//  limit 0.016). So the attention backward's elements are judged against their own terms: atol is
+//  in units of the larger of the tensor's rms and the element's term size, the root of the sum of
+//  squares of its terms, each at the size of what cancels in it (testing/term_sizes.h). rtol and
+//  rel_l2 are unchanged: a kernel that drops a term still fails the relative L2 bound at its full
+//  size.
 //
 //  Small tensors: a relative L2 error averages the elements' errors only when there are many.
 //  For n elements of similar size, one element at its element-wise bound alone gives rtol/sqrt(n);

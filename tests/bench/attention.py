@@ -12,11 +12,15 @@ such stage only.
     python3 tests/bench/attention.py --build build/all --seq 1024,2048 --tokens 16384
     python3 tests/bench/attention.py --build build/all --dry-run
 
-FLOPs are counted as FlashAttention's benchmarks count them, so that figures compare with
-published ones: the forward pass is 4·B·NH·T²·HS / 2 for causal attention (the masked half is
-not work), the backward 2.5 times that (five products against two). The kernel benchmark itself
-(bench_stageNN) counts the whole T x T square (tests/bench/op_cost.h); this script recounts
-from its times. Batch: --tokens / T sequences (B·NH blocks of rows fill the GPU many times over).
+FLOPs are counted as FlashAttention's benchmarks count them (Tri Dao, "FlashAttention-2: Faster
+Attention with Better Parallelism and Work Partitioning", 2023, https://arxiv.org/abs/2307.08691,
+section 4.1), so that figures compare with published ones: the forward pass is 4·B·NH·T²·HS / 2
+for causal attention (the masked half is not work), the backward 2.5 times that (five products
+against two). The kernel benchmark (bench_stageNN, tests/bench/op_cost.h) counts the same; this
+script recounts from its times all the same, so that its table does not depend on which count
+the bench_stageNN that ran had (its files in docs/results/2026-11-23_h100 and 2026-11-27_h200
+count the whole T x T square). Batch: --tokens / T sequences (B·NH blocks of rows fill the GPU
+many times over).
 "% of GEMM" reads each pass's TFLOP/s against the bf16 GEMM ceiling (a large cuBLAS bf16 matrix
 product) that the same bench_stageNN run measured first, counting only the FLOPs above: the share
 of the tensor cores' practical throughput the attention gets.

@@ -775,6 +775,8 @@ class KernelBench {
         std::printf("timing        median of %d runs after %d warm-up runs (CUDA events), L2 cache emptied before "
                     "each run\n",
                     options_.iters, options_.warmup);
+        std::printf("FLOPs         of the matrix products, 2 per multiply-add; attention's over the causal half "
+                    "(forward 4*B*NH*T^2*HS/2, backward 2.5x that, as FlashAttention counts)\n");
         if (!options_.ops.empty()) std::printf("rows          those matching '%s'\n", options_.ops.c_str());
         std::printf("%s", describe_policy<S>().c_str());
         std::fflush(stdout);
@@ -912,7 +914,7 @@ class KernelBench {
         j += "  \"settings\": {\"batch\": [" + batches + "], \"seq\": " + std::to_string(options_.seq) +
              ", \"warmup\": " + std::to_string(options_.warmup) + ", \"iters\": " + std::to_string(options_.iters) +
              ", \"ops\": " + (options_.ops.empty() ? std::string("null") : Logger::json_string(options_.ops)) +
-             ", \"l2_emptied_before_each_run\": true},\n";
+             ", \"l2_emptied_before_each_run\": true, \"attention_flops\": \"causal_half\"},\n";
         j += "  \"ceilings\": {\"iters\": " + std::to_string(kCeilingIters) +
              ", \"warmup\": " + std::to_string(kCeilingWarmup) + ",\n    \"copy\": " + bench::to_json(copy_) +
              ",\n    \"gemm\": " + bench::to_json(gemm_) + "},\n";

@@ -15,9 +15,15 @@
 // FLOPs: 2 per multiply-add of the matrix products (2·M·N·K per product). Only ops made of
 // matrix products get FLOPs (flops > 0): they are bound by the GEMM ceiling, every other op by
 // the bandwidth ceiling, and the few operations per element of those are not counted.
-// Attention is counted over the whole T x T score matrix, not halved for the causal mask: the
-// count of the MFU formula (12·L·H·Q·T per token, common/model/config.cpp), so a kernel that
-// skips the masked half shows it as a higher rate.
+// Causal attention is counted as FlashAttention counts it (Tri Dao, "FlashAttention-2: Faster
+// Attention with Better Parallelism and Work Partitioning", 2023, https://arxiv.org/abs/2307.08691,
+// section 4.1): the products over the whole T x T score matrix, halved, since the masked half is
+// not work; the backward 2.5 times the forward (five products against two). The same count as
+// tests/bench/attention.py, so that both print the same TFLOP/s for the same time. It is not the
+// MFU formula's (12·L·H·Q·T per token, common/model/config.cpp), which credits the whole square:
+// per layer and token this counts 7·C·T, the formula 12·C·T. Kernel-benchmark files written
+// before this count (docs/results/2026-11-23_h100, 2026-11-27_h200) counted the whole square:
+// attention FLOPs 2 times these forward and 1.6 times backward, and so their TFLOP/s.
 //
 // Pure host arithmetic in double (counts reach 10^12, far beyond int), no CUDA.
 #pragma once
@@ -82,17 +88,19 @@ inline Cost matmul_backward(const OpSizes& s, double C, double OC, bool bias) {
 }
 
 // Causal self-attention: qkv [N, 3C] in, out [N, C] out. Forward: scores = q · kᵀ and y = att · v,
-// 2·T·T·HS FLOPs each per batch and head. The backward's interface takes qkv, out and what the
-// forward saved: at the least one softmax statistic per row and head (the log-sum-exp a fused
-// kernel keeps), counted in both passes.
+// 2·T·T·HS FLOPs each per batch and head over the whole square, half of that under the causal
+// mask (above). The backward's interface takes qkv, out and what the forward saved: at the least
+// one softmax statistic per row and head (the log-sum-exp a fused kernel keeps), counted in both
+// passes.
 inline Cost attention_forward(const OpSizes& s) {
     return {s.act * (3 * s.N() * s.C + s.N() * s.C) + kFp32Bytes * s.N() * s.NH,
-            4 * s.B * s.NH * s.T * s.T * s.HS()};
+            4 * s.B * s.NH * s.T * s.T * s.HS() / 2};
 }
-// qkv, out, dout and the statistics in, dqkv out; four products (d(att), dv, dq, dk).
+// qkv, out, dout and the statistics in, dqkv out. Five products, as FlashAttention counts them:
+// the scores recomputed, then dv, d(att), dq and dk; 2.5 times the forward's two.
 inline Cost attention_backward(const OpSizes& s) {
     return {s.act * (3 * s.N() * s.C + s.N() * s.C + s.N() * s.C + 3 * s.N() * s.C) + kFp32Bytes * s.N() * s.NH,
-            8 * s.B * s.NH * s.T * s.T * s.HS()};
+            2.5 * attention_forward(s).flops};
 }
 
 // n elements: inp in, out out; backward: inp and dout in, dinp out.

@@ -33,7 +33,10 @@ double forward_and_backward(const Cost& forward, const Cost& backward) { return 
 // One training step's FLOPs, summed over the model's matmuls and attention, forward and backward,
 // are the MFU formula's (common/model/config.cpp: 6 per parameter and token, plus 12·L·H·Q·T per
 // token for attention), less 6 per token for each parameter that no matmul reads (wpe, biases,
-// LayerNorm gains and biases).
+// LayerNorm gains and biases), and with attention as op_cost.h counts it: per layer and token
+// 7·H·Q·T (2 forward, 5 backward) against the formula's 12·H·Q·T (4 forward, 8 backward). The
+// formula credits the masked half (6 of the 12) and does not count the backward's recomputed
+// scores (1 more here).
 TEST(BenchAccounting, FlopsAddUpToTheMfuFormula) {
     const gpt::GPTConfig config = gpt::config_by_name("d12");
     const int T = 1024;
@@ -51,7 +54,19 @@ TEST(BenchAccounting, FlopsAddUpToTheMfuFormula) {
     double matmul_weights = 0;
     for (int t : {gpt::kWte, gpt::kQkvW, gpt::kAttProjW, gpt::kFcW, gpt::kFcProjW}) matmul_weights += layout.size[t];
     const double others = double(layout.total()) - matmul_weights;
-    EXPECT_DOUBLE_EQ(step, s.N() * (gpt::flops_per_token(config, T) - 6.0 * others));
+    const double attention_difference = (12.0 - 7.0) * config.n_layer * config.n_head * config.head_size() * T;
+    EXPECT_DOUBLE_EQ(step, s.N() * (gpt::flops_per_token(config, T) - 6.0 * others - attention_difference));
+}
+
+// Attention as FlashAttention-2 counts it (section 4.1 of the paper; tests/bench/attention.py
+// counts the same): forward 4·B·NH·T²·HS halved for the causal mask, backward 2.5 times that. So
+// the kernel benchmark and the attention benchmark print the same TFLOP/s for the same time.
+TEST(BenchAccounting, AttentionCountsTheCausalHalf) {
+    const OpSizes s = d12_sizes(16, 1024, 2);
+    const double whole_square = 4 * s.B * s.NH * s.T * s.T * s.HS();  // q·kᵀ and att·v, every score
+    EXPECT_DOUBLE_EQ(cost::attention_forward(s).flops, whole_square / 2);
+    EXPECT_DOUBLE_EQ(cost::attention_backward(s).flops, 2.5 * whole_square / 2);
+    EXPECT_DOUBLE_EQ(cost::attention_forward(s).flops, 25769803776.0);  // 25.8 GFLOP per layer
 }
 
 TEST(BenchAccounting, OnlyMatrixProductsCountFlops) {
