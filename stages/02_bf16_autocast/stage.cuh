@@ -4,7 +4,8 @@
 //   fp32  master weights, AdamW moments, parameter gradients, gradient norm
 //   fp32  LayerNorm mean/rstd, softmax max/sum, the classifier's probabilities and the loss
 //         (computed in float inside the same kernels as stage 00, which are templates on the
-//         activation type; the attention probabilities are stored in bf16, as autocast does)
+//         activation type; the attention probabilities are stored in bf16: autocast computes
+//         the softmax in fp32 too, and its output is rounded to bf16 by the matmul that reads it)
 //   fp32  accumulation inside every matmul
 // The kernels of stages 00-01 are reused as they are, instantiated in bf16. New here: the
 // arithmetic of bf16 matmuls (bf16_math.cuh) and the optimizer that keeps the bf16 copy of the
