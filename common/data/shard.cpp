@@ -95,10 +95,6 @@ int64_t shard_token_count(const std::string& path) {
 }
 
 void write_shard(const std::string& path, const std::vector<int>& tokens) {
-    if (tokens.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
-        throw Error("shard " + path + ": " + std::to_string(tokens.size()) +
-                    " tokens do not fit in one shard (the header count is an int32)");
-
     std::vector<uint16_t> packed(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
         if (tokens[i] < 0 || tokens[i] > std::numeric_limits<uint16_t>::max())
@@ -106,16 +102,22 @@ void write_shard(const std::string& path, const std::vector<int>& tokens) {
                         std::to_string(i) + " does not fit in uint16");
         packed[i] = static_cast<uint16_t>(tokens[i]);
     }
+    write_shard(path, packed.data(), packed.size());
+}
 
+void write_shard(const std::string& path, const uint16_t* tokens, size_t count) {
+    if (count > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        throw Error("shard " + path + ": " + std::to_string(count) +
+                    " tokens do not fit in one shard (the header count is an int32)");
     int32_t header[kShardHeaderInts] = {};
     header[0] = kShardMagic;
     header[1] = kShardVersion;
-    header[2] = static_cast<int32_t>(tokens.size());
+    header[2] = static_cast<int32_t>(count);
 
     // A run killed midway leaves no PATH that looks like a shard but is cut short.
     ReplacingFile file(path, "shard");
     file.write(header, sizeof(header));
-    file.write(packed.data(), packed.size() * sizeof(uint16_t));
+    file.write(tokens, count * sizeof(uint16_t));
     file.commit();
 }
 

@@ -19,6 +19,7 @@ int64_t shard_token_count(const std::string& path);
 
 // Writes atomically (PATH.tmp, then rename). Throws if a token does not fit in uint16.
 void write_shard(const std::string& path, const std::vector<int>& tokens);
+void write_shard(const std::string& path, const uint16_t* tokens, size_t count);
 
 // How gpt_prepare cuts a split of `total` tokens into shards (docs/formats.md): shards of
 // max_tokens, but a last shard shorter than min_tokens joins the one before it, so that every

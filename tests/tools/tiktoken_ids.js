@@ -42,14 +42,17 @@ function main(argv) {
     const text = fs.readFileSync(file, 'utf8');
     // allowedSpecial = [] and disallowedSpecial = []: no special tokens, and no error when
     // the text happens to contain "<|endoftext|>".
+    const encodeStart = process.hrtime.bigint();
     const ids = enc.encode(text, [], []);
+    const encodeSeconds = Number(process.hrtime.bigint() - encodeStart) / 1e9;
     const out = Buffer.alloc(4 * ids.length);
     ids.forEach((id, i) => out.writeUInt32LE(id, 4 * i));
     const name = path.basename(file, path.extname(file)) + '.ids';
     fs.writeFileSync(path.join(outDir, name), out);
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
     console.log(`${path.basename(file)}: ${text.length} characters, ${ids.length} tokens, ` +
-                `${seconds.toFixed(2)} s -> ${path.join(outDir, name)}`);
+                `${seconds.toFixed(2)} s (encoding ${encodeSeconds.toFixed(2)} s, ` +
+                `${(ids.length / encodeSeconds / 1e6).toFixed(2)}M tokens/s) -> ${path.join(outDir, name)}`);
   }
 }
 

@@ -1,0 +1,73 @@
+// A corpus read as a stream of documents, a piece at a time, for gpt_prepare: memory stays
+// bounded whatever the corpus's size. Three kinds of input, in the order they are given:
+//   - a file of the tagged Brown corpus: one document (small; its tags stripped, brown.h);
+//   - a text file: one document, however large, read in pieces of about a megabyte;
+//   - a JSON Lines file: one document per line, its text in a string field ("text" by default),
+//     the form in which FineWeb-Edu, OpenWebText and most corpora are exported.
+// "-" reads standard input (as text, or as JSON Lines with --jsonl).
+#pragma once
+#include <cstdint>
+#include <istream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpt {
+
+// Where a text may be cut so that encoding the two parts gives exactly the tokens of the whole:
+// before a space or newline whose preceding byte is printable ASCII other than a space. GPT-2's
+// pre-tokenizer (tokenizer.cpp) never puts such a pair in one piece: every piece that holds a
+// printable byte ends before whitespace, and a piece that starts at whitespace is matched from
+// there on, whatever came before. The position of the last such place in text[from, text.size()),
+// or std::string::npos if there is none.
+size_t last_safe_cut(std::string_view text, size_t from = 0);
+
+struct CorpusInput {
+    enum Kind { kBrownFile, kText, kJsonLines } kind;
+    std::string path;  // "-": standard input
+};
+
+// A part of a document's text. A document is one piece or several in a row; the first has
+// `starts_document`. `where` names it in messages ("file.jsonl:12").
+struct Piece {
+    std::string text;
+    bool starts_document = false;
+    std::string where;
+};
+
+class CorpusReader {
+  public:
+    // piece_bytes: about how long the pieces of a long text document are.
+    CorpusReader(std::vector<CorpusInput> inputs, std::string text_field, size_t piece_bytes = size_t(1) << 20);
+    ~CorpusReader();
+
+    // The next piece in corpus order; false at the end. Throws gpt::Error with one line naming
+    // the file (and the line of a JSON Lines file) for input it cannot read.
+    bool next(Piece& piece);
+
+    int64_t documents() const { return documents_; }  // started so far
+    int64_t bytes_read() const { return bytes_read_; }
+
+  private:
+    bool open_next_input();
+    bool next_text_piece(Piece& piece);
+    bool next_json_line(Piece& piece);
+    void read_block();  // appends up to piece_bytes_ of the input to pending_
+
+    std::vector<CorpusInput> inputs_;
+    std::string text_field_;
+    size_t piece_bytes_;
+    size_t next_input_ = 0;
+    const CorpusInput* input_ = nullptr;  // the one being read
+    std::unique_ptr<std::ifstream> file_;
+    std::istream* in_ = nullptr;
+    int64_t line_ = 0;            // of a JSON Lines input
+    std::string pending_;         // input read but not yet handed out: from pending_at_ on
+    size_t pending_at_ = 0;
+    bool document_open_ = false;  // a text document has given its first piece
+    bool input_done_ = false;
+    int64_t documents_ = 0, bytes_read_ = 0;
+};
+
+}  // namespace gpt
