@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "data/brown.h"
+#include "data/tokenizer.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
@@ -14,20 +15,12 @@ namespace gpt {
 
 namespace {
 
-bool printable_non_space(char c) { return c > 0x20 && c < 0x7F; }
-
 // The longest line a JSON Lines input may hold: the JSON reader's own limit.
 constexpr size_t kMaxLineBytes = Json::kMaxBytes;
 
 std::string name_of(const CorpusInput& input) { return input.path == "-" ? "standard input" : input.path; }
 
 }  // namespace
-
-size_t last_safe_cut(std::string_view text, size_t from) {
-    for (size_t p = text.size(); p-- > std::max<size_t>(from, 1);)
-        if ((text[p] == ' ' || text[p] == '\n') && printable_non_space(text[p - 1])) return p;
-    return std::string::npos;
-}
 
 CorpusReader::CorpusReader(std::vector<CorpusInput> inputs, std::string text_field, size_t piece_bytes)
     : inputs_(std::move(inputs)), text_field_(std::move(text_field)), piece_bytes_(piece_bytes) {
@@ -132,7 +125,7 @@ bool CorpusReader::next_json_line(Piece& piece) {
         if (end == pending_at_ && newline == std::string::npos) return false;  // the end of the input
         ++line_;
         const std::string where = name_of(*input_) + ":" + std::to_string(line_);
-        if (end - pending_at_ > kMaxLineBytes)
+        if (end - pending_at_ - (end > pending_at_ && pending_[end - 1] == '\r') > kMaxLineBytes)
             throw Error(where + ": a line of more than " + std::to_string(kMaxLineBytes >> 20) +
                         " MB; is this JSON Lines (one JSON object per line)?");
         std::string_view line(pending_.data() + pending_at_, end - pending_at_);

@@ -4,7 +4,8 @@
 //   - a text file: one document, however large, read in pieces of about a megabyte;
 //   - a JSON Lines file: one document per line, its text in a string field ("text" by default),
 //     the form in which FineWeb-Edu, OpenWebText and most corpora are exported.
-// "-" reads standard input (as text, or as JSON Lines with --jsonl).
+// "-" reads standard input (as text, or as JSON Lines with gpt_prepare --format jsonl).
+// A long text is cut only where the tokenizer allows it (last_safe_cut, data/tokenizer.h).
 #pragma once
 #include <cstdint>
 #include <istream>
@@ -14,14 +15,6 @@
 #include <vector>
 
 namespace gpt {
-
-// Where a text may be cut so that encoding the two parts gives exactly the tokens of the whole:
-// before a space or newline whose preceding byte is printable ASCII other than a space. GPT-2's
-// pre-tokenizer (tokenizer.cpp) never puts such a pair in one piece: every piece that holds a
-// printable byte ends before whitespace, and a piece that starts at whitespace is matched from
-// there on, whatever came before. The position of the last such place in text[from, text.size()),
-// or std::string::npos if there is none.
-size_t last_safe_cut(std::string_view text, size_t from = 0);
 
 struct CorpusInput {
     enum Kind { kBrownFile, kText, kJsonLines } kind;

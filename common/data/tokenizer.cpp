@@ -208,6 +208,7 @@ size_t piece_end(std::string_view s, size_t pos) {
     return end;
 }
 
+
 // ---------------------------------------------------------------------------------------
 // GPT-2's byte <-> printable-character mapping (bytes_to_unicode() in OpenAI's encoder.py).
 // The printable bytes '!'..'~', '¡'..'¬', '®'..'ÿ' stand for themselves (as code points);
@@ -380,6 +381,20 @@ void Tokenizer::read_merges(std::string_view text, const std::string& merges_pat
 
 // ---------------------------------------------------------------------------------------
 // Encoding
+
+size_t last_safe_cut(std::string_view text, size_t from) {
+    for (size_t p = text.size(); p-- > std::max<size_t>(from, 1);) {
+        if (text[p] != ' ' && text[p] != '\n') continue;
+        // The character that ends at p - 1, as piece_end() reads it: a well-formed one that
+        // starts at most 3 bytes before, or else the byte alone (invalid, of class "other").
+        size_t q = p - 1;
+        while (q > 0 && p - q < 4 && is_cont(static_cast<unsigned char>(text[q]))) --q;
+        const Char c = char_at(text, q);
+        const CharClass before = q + size_t(c.len) == p ? c.cls : CharClass::kOther;
+        if (before != CharClass::kSpace) return p;
+    }
+    return std::string_view::npos;
+}
 
 std::vector<int> Tokenizer::encode(std::string_view text) const {
     std::vector<int> ids;

@@ -11,6 +11,13 @@
 
 namespace gpt {
 
+// Where a text may be cut so that encoding the two parts gives exactly the tokens of the whole:
+// before a space or newline that follows a character the pre-tokenizer does not count as white
+// space. Every piece that holds such a character ends before white space, and a piece that starts
+// at white space is matched from there on, whatever came before. The position of the last such
+// place in text[from, text.size()), or std::string_view::npos if there is none.
+size_t last_safe_cut(std::string_view text, size_t from = 0);
+
 class Tokenizer {
   public:
     static constexpr int kEndOfText = 50256;  // <|endoftext|>

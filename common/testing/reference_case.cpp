@@ -73,4 +73,10 @@ std::string committed_full_size_curve_path() {
 
 std::string default_corpus_dir() { return env_or("GPT_DATA_DIR", GPT_DATA_DIR) + "/brown"; }
 
+std::string ctest_dir(const char* variable) {
+    const char* v = std::getenv(variable);
+    if (!v || !*v) ADD_FAILURE() << variable << " is not set; run this test through ctest, which sets it";
+    return v ? v : "";
+}
+
 }  // namespace gpt::test

@@ -43,5 +43,8 @@ constexpr const char* kFullSizeModel = "d12";
 constexpr unsigned long long kFullSizeSeed = 1337;
 std::string committed_full_size_curve_path();  // $GPT_SOURCE_DIR/tests/reference/curves/d12_brown_fp32.json
 std::string default_corpus_dir();              // $GPT_DATA_DIR/brown
+// A folder CTest names in the environment (GPT_DATA_DIR, GPT_SOURCE_DIR, GPT_TEST_OUT): its value,
+// or "" and a test failure that says to run the test through ctest.
+std::string ctest_dir(const char* variable);
 
 }  // namespace gpt::test

@@ -5,10 +5,11 @@ same shards as a reference encoding of the corpus.
 The corpus is generated from a pool of distinct documents, each repeated many times, so that
 the reference needs only the pool's tokens: gpt_prepare encodes the small pool without a limit,
 and this script composes the shards the whole corpus must give (the split and shard rules of
-docs/formats.md, written again here). Three runs, each under `ulimit -v`:
+docs/formats.md, written again here). Four runs, each under `ulimit -v`:
   1. JSON Lines, --val-fraction (the tokens wait in scratch files until the split is known);
   2. the same file, --val-tokens (shards written as they fill);
-  3. one text file larger than the limit: one document, read and encoded a piece at a time.
+  3. one text file larger than the limit: one document, read and encoded a piece at a time;
+  4. the same, --val-tokens: the one document is split inside, at exactly that many tokens.
 
 usage: prepare_bounded_memory.py --prepare BIN --tokenizer DIR --out DIR [--limit-mb N]
 """
@@ -218,6 +219,11 @@ def main():
     run(common + ["--out", out, "--val-fraction", "0.1", text], limit_kb)
     check(out, "book", expected_shards(book, val_end_by_fraction([sum(len(b) for b in book) // 2], 0.1),
                                        shard_tokens, 16385))
+
+    print("4. the same text file, --val-tokens 3000000 (one document: split inside it)")
+    out = os.path.join(args.out, "book_by_tokens")
+    run(common + ["--out", out, "--val-tokens", "3000000", text], limit_kb)
+    check(out, "book", expected_shards(book, 3_000_000, shard_tokens, 16385))
     shutil.rmtree(args.out)
     print("ok: gpt_prepare streamed every corpus within the limit")
 

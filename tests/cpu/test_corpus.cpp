@@ -15,6 +15,7 @@
 
 #include "data/corpus.h"
 #include "data/tokenizer.h"
+#include "testing/reference_case.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -23,11 +24,7 @@ namespace fs = std::filesystem;
 namespace gpt {
 namespace {
 
-std::string env(const char* name) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) ADD_FAILURE() << name << " is not set; run this test through ctest";
-    return v ? v : "";
-}
+std::string env(const char* name) { return test::ctest_dir(name); }
 
 const Tokenizer& tokenizer() {
     static const Tokenizer t = Tokenizer::load(env("GPT_DATA_DIR") + "/gpt2");
@@ -67,13 +64,17 @@ std::vector<size_t> all_safe_cuts(const std::string& text) {
     return cuts;
 }
 
-TEST(Corpus, SafeCutsAreBeforeWhitespaceAfterAPrintableByte) {
+TEST(Corpus, SafeCutsAreBeforeWhitespaceAfterACharacterThatIsNot) {
     EXPECT_EQ(last_safe_cut("ab cd"), 2u);
     EXPECT_EQ(last_safe_cut("ab\ncd e"), 5u);
-    EXPECT_EQ(last_safe_cut("ab  cd"), 2u);           // not between the two spaces
-    EXPECT_EQ(last_safe_cut("\xc3\xa9 x"), std::string::npos);  // after é: not ASCII, not safe
-    EXPECT_EQ(last_safe_cut("a\tb"), std::string::npos);         // a tab is not a place
-    EXPECT_EQ(last_safe_cut(" a"), std::string::npos);           // never at the start
+    EXPECT_EQ(last_safe_cut("ab  cd"), 2u);                        // not between the two spaces
+    EXPECT_EQ(last_safe_cut("\xc3\xa9 x"), 2u);                    // after é, a letter
+    EXPECT_EQ(last_safe_cut("\xe3\x80\x82\nx"), 3u);               // after 。, not white space
+    EXPECT_EQ(last_safe_cut("\xc2\xa0 x"), std::string::npos);     // after a non-breaking space
+    EXPECT_EQ(last_safe_cut("\xe3\x80\x80\nx"), std::string::npos);  // after an ideographic space
+    EXPECT_EQ(last_safe_cut("\xa0 x"), 1u);                         // after a byte that is not UTF-8
+    EXPECT_EQ(last_safe_cut("a\tb"), std::string::npos);            // a tab is not a place
+    EXPECT_EQ(last_safe_cut(" a"), std::string::npos);              // never at the start
     EXPECT_EQ(last_safe_cut("x y z", 3), 3u);
     EXPECT_EQ(last_safe_cut("x y z", 4), std::string::npos);
 }
@@ -131,6 +132,21 @@ TEST(Corpus, TextFilesComeBackWholeInPieces) {
     EXPECT_EQ(piece.text, "");
     EXPECT_FALSE(reader.next(piece));
     EXPECT_EQ(reader.documents(), 2);
+}
+
+// Text without ASCII letters is cut as well: Japanese, whose lines end in 。 and a newline.
+TEST(Corpus, TextWithoutAsciiIsCutToo) {
+    std::string text;
+    for (int i = 0; i < 2000; ++i) text += "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe6\x96\x87" + std::to_string(i % 10) + "\xe3\x80\x82\n";
+    CorpusReader reader({{CorpusInput::kText, scratch("japanese.txt", text)}}, "text", 4096);
+    std::string joined;
+    int pieces = 0;
+    for (Piece piece; reader.next(piece); ++pieces) {
+        EXPECT_LE(piece.text.size(), 2u * 4096);
+        joined += piece.text;
+    }
+    EXPECT_GE(pieces, 9);  // 40,000 bytes in pieces of about 4,096
+    EXPECT_EQ(joined, text);
 }
 
 // A text with no safe place is read on until one comes, or whole.
