@@ -94,6 +94,7 @@ Batch DataLoader::next() {
     pos_ += step_tokens;
     if (pos_ + step_tokens + 1 > static_cast<int64_t>(tokens_.size())) {
         const size_t next_shard = (shard_ + 1) % paths_.size();
+        if (next_shard == 0) ++passes_;
         if (next_shard == shard_)
             pos_ = 0;  // a single shard: it is already in memory
         else

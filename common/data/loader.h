@@ -30,6 +30,9 @@ class DataLoader {
     Position position() const { return {static_cast<int64_t>(shard_), pos_}; }
     void seek(const Position& p);
     int64_t total_tokens() const { return total_tokens_; }  // of the shards it reads
+    // How often next() went back to the first window after the last: passes completed since
+    // the loader was made.
+    int64_t passes() const { return passes_; }
     int B() const { return B_; }
     int T() const { return T_; }
 
@@ -41,6 +44,7 @@ class DataLoader {
     size_t shard_ = 0;
     int64_t pos_ = 0;
     int64_t total_tokens_ = 0;
+    int64_t passes_ = 0;
     std::vector<uint16_t> tokens_;  // the current shard
 };
 

@@ -197,6 +197,18 @@ class GPT {
         add_losses(N);
     }
 
+    // The loss of each position of the last forward() (with targets), read back: waits for the
+    // device. Not part of the next sync()'s result: for an evaluation that scores positions one by
+    // one (HellaSwag, train/eval_hellaswag.h).
+    std::vector<float> position_losses() {
+        require_targets("position_losses()");
+        const int N = B_cur_ * T_cur_;
+        graph_.loss(optimizer_.act_weights(), N);
+        std::vector<float> losses(size_t(N), 0.0f);
+        S::copy_out(ctx_, losses.data(), buf_.losses.data(), losses.size());
+        return losses;
+    }
+
     // Gradients start from zero at each step. Where the stage's matmuls write their weight
     // gradients in the step's first backward (beta = 0: every GPU stage), those need no zeroing:
     // only the gradients that ops add to are cleared (biases, LayerNorms, wpe: under 1% of GPT-2

@@ -77,6 +77,19 @@ void Logger::validation(int step, float val_loss) {
                num(val_loss, "%.9g") + "}\n");
 }
 
+void Logger::hellaswag(int step, double accuracy, int64_t correct, int64_t examples, double seconds) {
+    if (step >= 0)
+        std::printf("step %5d | hellaswag %.4f (%lld of %lld examples, %.1f s)\n", step + 1, accuracy,
+                    static_cast<long long>(correct), static_cast<long long>(examples), seconds);
+    else
+        std::printf("hellaswag  accuracy %.4f (%lld of %lld examples right) in %.1f s\n", accuracy,
+                    static_cast<long long>(correct), static_cast<long long>(examples), seconds);
+    std::fflush(stdout);
+    write_line("{\"type\": \"hellaswag\", \"step\": " + (step >= 0 ? std::to_string(step) : "null") +
+               ", \"accuracy\": " + num(accuracy, "%.9g") + ", \"correct\": " + std::to_string(correct) +
+               ", \"examples\": " + std::to_string(examples) + ", \"seconds\": " + num(seconds) + "}\n");
+}
+
 void Logger::sample(int step, const std::string& text) {
     std::printf("step %5d | sample:\n---\n%s\n---\n", step + 1, text.c_str());
     std::fflush(stdout);

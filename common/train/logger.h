@@ -1,5 +1,6 @@
 // Training output: one line per step on stdout, and the same as JSON Lines with --log.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -28,6 +29,8 @@ class Logger {
     void step(const StepRecord& r);
     void validation(int step, float val_loss);
     void sample(int step, const std::string& text);
+    // HellaSwag accuracy after `step` (0-based), or of weights alone (step < 0: no training).
+    void hellaswag(int step, double accuracy, int64_t correct, int64_t examples, double seconds);
     // Any other event: "key": value pairs already formatted as JSON (e.g. "\"x\": 1").
     void event(const std::string& type, const std::string& json_fields);
 

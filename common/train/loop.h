@@ -17,6 +17,7 @@
 #include "model/checkpoint.h"
 #include "model/llmc.h"
 #include "model/params.h"
+#include "train/eval_hellaswag.h"
 #include "train/gpt.h"
 #include "train/logger.h"
 #include "train/memory.h"
@@ -30,6 +31,13 @@
 #include "util/format.h"
 
 namespace gpt {
+
+// Passes over the training data: "4.3", or "0.46" (two digits) below one.
+inline std::string epochs_text(double epochs) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), epochs < 1 ? "%.2g" : "%.1f", epochs);
+    return buf;
+}
 
 inline double median(std::vector<double> v) {
     if (v.empty()) return 0.0;
@@ -249,6 +257,8 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
             throw Error("--resume " + opt.resume + ": " + e.what() + " (was the data changed?)");
         }
     }
+    std::vector<EvalExample> eval_examples;
+    if (!opt.eval_file.empty()) eval_examples = load_eval_examples(opt, config);
     std::unique_ptr<Tokenizer> tokenizer;
     if (opt.sample_every > 0) {
         try {
@@ -283,10 +293,18 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
                 with_commas(static_cast<int64_t>(ParamLayout(config).total())).c_str(),
                 ckpt_path.empty() ? "" : (" from " + ckpt_path).c_str());
     for (const std::string& note : init_notes) std::printf("init       %s\n", note.c_str());
-    std::printf("data       %s: %s train tokens%s\n", opt.data_dir.c_str(),
+    // How often the run reads its training tokens: above 1, a loss that falls on tokens seen
+    // before says less about what the model learned (the validation loss still says it).
+    const double epochs = double(opt.steps) * double(step_tokens) / double(train_data.total_tokens());
+    std::printf("data       %s: %s train tokens%s, epochs %s (%d steps x %s tokens)%s\n", opt.data_dir.c_str(),
                 with_commas(static_cast<int64_t>(train_data.total_tokens())).c_str(),
                 val_data ? (", " + with_commas(static_cast<int64_t>(val_data->total_tokens())) + " val tokens").c_str()
-                         : "");
+                         : "",
+                epochs_text(epochs).c_str(), opt.steps, with_commas(step_tokens).c_str(),
+                epochs > 1 ? ": the run reads its training tokens more than once" : "");
+    if (!eval_examples.empty())
+        std::printf("eval       %s: %s HellaSwag examples, every %d steps and at the end\n", opt.eval_file.c_str(),
+                    with_commas(static_cast<int64_t>(eval_examples.size())).c_str(), opt.eval_every);
     std::printf("batch      %d x %d tokens x %d micro-batches x %d processes = %s tokens/step, %d steps, lr %g "
                 "(warmup %d, cosine to %g x)\n",
                 opt.batch, opt.seq, micro_batches, world, with_commas(step_tokens).c_str(), opt.steps, opt.lr,
@@ -367,6 +385,7 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
     // step's mean loss, whatever the number of micro-batches and processes.
     const float loss_scale = static_cast<float>(1.0 / double(step_tokens));
     std::vector<Batch> batches(micro_batches);
+    bool wrapped = false;  // the training data was read to its end once: said once
     for (int step = first_step; step < stop; ++step) {
         const bool last = step + 1 == opt.steps;
         const float lr = learning_rate(step, opt.steps, opt.warmup, opt.lr, opt.min_lr_frac);
@@ -379,7 +398,11 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
         }
 
         const auto t0 = std::chrono::steady_clock::now();
-        for (Batch& b : batches) b = train_data.next();
+        int wraps_after = -1;  // the micro-batch of this step that read the last training tokens, if one did
+        for (int i = 0; i < micro_batches; ++i) {
+            batches[i] = train_data.next();
+            if (!wrapped && wraps_after < 0 && train_data.passes() > 0) wraps_after = i;
+        }
         // The step's work is queued on the device; train_step() waits for it once, at its end.
         const StepResult result =
             model.train_step(batches, opt.batch, opt.seq, loss_scale, opt.adamw, lr, step + 1);
@@ -401,6 +424,18 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
         r.tokens_per_s = step_tokens / (ms / 1000.0);
         r.mfu = peak > 0 ? flops_per_step / (ms / 1000.0) / peak : -1.0;
         log.step(r);
+        if (wraps_after >= 0) {
+            wrapped = true;
+            const std::string again =
+                wraps_after + 1 < micro_batches
+                    ? "in its micro-batch " + std::to_string(wraps_after + 1) + " of " + std::to_string(micro_batches) +
+                          ": from the next one the run reads them again"
+                    : ": from step " + std::to_string(step + 2) + " the run reads them again";
+            if (wraps_after + 1 < micro_batches || step + 1 < stop)
+                std::printf("data       step %d read the last training tokens%s (epochs %s in all); from here the "
+                            "training loss is on text the model has seen, the validation loss is not\n",
+                            step + 1, again.c_str(), epochs_text(epochs).c_str());
+        }
 
         if (val_data && ((step + 1) % opt.val_every == 0 || last)) {
             const float val_loss = validation_loss(model, *val_data, opt.val_batches);
@@ -409,6 +444,11 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
                 throw Error("validation loss is " + std::to_string(val_loss) + " at step " + std::to_string(step + 1) +
                             " (" + divergence_hint(opt, ckpt_path) + "); no checkpoint saved");
             log.validation(step, val_loss);
+        }
+        if (!eval_examples.empty() && ((step + 1) % opt.eval_every == 0 || last)) {
+            parallel.starting("the HellaSwag evaluation after step " + std::to_string(step + 1));
+            const HellaSwagResult h = evaluate_hellaswag(model, eval_examples, parallel);
+            log.hellaswag(step, h.accuracy(), h.correct, h.examples, h.seconds);
         }
         if (world > 1 && ((step + 1) % kCheckWeightsEvery == 0 || step + 1 == stop))
             check_same_weights(model, parallel, step + 1);
@@ -427,8 +467,9 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
         const double tps = step_tokens / (ms / 1000.0);
         char mfu[32] = "n/a";
         if (peak > 0) std::snprintf(mfu, sizeof(mfu), "%.1f%%", 100.0 * flops_per_step / (ms / 1000.0) / peak);
-        std::printf("summary    median %.1f ms/step, %.0f tokens/s, MFU %s, peak memory %.2f GiB\n", ms, tps, mfu,
-                    S::peak_memory_bytes() / 1073741824.0);
+        std::printf("summary    median %.1f ms/step, %.0f tokens/s, MFU %s, peak memory %.2f GiB, epochs %s\n", ms, tps,
+                    mfu, S::peak_memory_bytes() / 1073741824.0,
+                    epochs_text(double(stop) * double(step_tokens) / double(train_data.total_tokens())).c_str());
         log.event("summary", "\"median_ms\": " + std::to_string(ms) + ", \"tokens_per_s\": " + std::to_string(tps) +
                                  ", \"peak_memory_bytes\": " + std::to_string(S::peak_memory_bytes()));
     }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "train/eval_hellaswag.h"
 #include "train/generate.h"
 #include "train/loop.h"
 #include "train/options.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
         }
         Stage::configure(opt);
         if (!opt.prompt.empty()) return gpt::generate_text<Stage>(opt);
+        if (!opt.eval_file.empty() && opt.eval_every == 0) return gpt::evaluate_only<Stage>(opt);
         return gpt::train<Stage>(opt);
     } catch (const gpt::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());

@@ -88,6 +88,13 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
         whole("--seed", "S", "seed of the initialisation and of sampling (a whole number)", o.seed, 0),
         whole("--val-every", "N", "validation loss every N steps and at the end (0: never)", o.val_every, 0),
         whole("--val-batches", "N", "batches per validation", o.val_batches, 1),
+        text("--eval", "FILE",
+             "HellaSwag accuracy on FILE, llm.c's hellaswag_val.bin or HellaSwag's JSON Lines (docs/formats.md): "
+             "with --eval-every during training, else of the --init weights alone, without training",
+             o.eval_file),
+        whole("--eval-every", "N", "with --eval: HellaSwag every N steps and at the end (0: no training, only the "
+              "evaluation)", o.eval_every, 0),
+        whole("--eval-examples", "N", "with --eval: the first N examples only (0: all)", o.eval_examples, 0),
         whole("--sample-every", "N", "print generated text every N steps and at the end (0: never)",
               o.sample_every, 0),
         whole("--sample-tokens", "N", "tokens per sample", o.sample_tokens, 1),
@@ -113,6 +120,10 @@ TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, 
     help = cli::parse(argc, argv, option_table(o), false).help;
     if (help) return o;
     if (!o.init.empty() && !o.resume.empty()) throw Error("options --init and --resume exclude each other");
+    if (o.eval_file.empty() && o.eval_every > 0)
+        throw Error("--eval-every " + std::to_string(o.eval_every) + " needs --eval FILE, the HellaSwag examples");
+    if (!o.eval_file.empty() && !o.prompt.empty())
+        throw Error("options --eval and --prompt exclude each other: each runs the model without training");
     return o;
 }
 

@@ -32,6 +32,9 @@ struct TrainOptions {
     // evaluation and output
     int val_every = 50;
     int val_batches = 4;
+    std::string eval_file;  // HellaSwag: llm.c's hellaswag_val.bin or the JSON Lines
+    int eval_every = 0;     // during training, every N steps and at the end; 0 with --eval: no training
+    int eval_examples = 0;  // the first N examples only; 0: all
     int sample_every = 100;
     int sample_tokens = 64;
     std::string prompt;  // not empty: no training; print a continuation of it from --init's weights

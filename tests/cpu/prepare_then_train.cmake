@@ -37,9 +37,21 @@ foreach(shard ${shards})
 endforeach()
 
 execute_process(COMMAND "${TRAIN}" --data "${OUT}/shards" --tokenizer "${TOKENIZER}" --model micro --batch 8 --seq 64
-                        --steps 4 --val-every 4 --val-batches 1 --sample-every 0
+                        --steps 12 --val-every 12 --val-batches 1 --sample-every 0
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0 OR out MATCHES "warning" OR NOT "${err}" STREQUAL "")
   message(FATAL_ERROR "the run on the prepared shards did not read them all (exit ${rc}):\n${out}${err}")
+endif()
+# The three training shards hold 3 windows of 8 x 64 tokens each: step 9 reads the last, and the
+# run says so once; 12 steps of 512 tokens read the ~5,550 training tokens 1.1 times.
+if(NOT out MATCHES "epochs 1\\.1 \\(12 steps x 512 tokens\\): the run reads its training tokens more than once"
+   OR NOT out MATCHES "step 9 read the last training tokens: from step 10 the run reads them again"
+   OR NOT out MATCHES "summary [^\n]*, epochs 1\\.1\n")
+  message(FATAL_ERROR "the run should say how often it reads its training tokens, and when it starts again:\n${out}")
+endif()
+string(REGEX MATCHALL "reads them again" again "${out}")
+list(LENGTH again n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "the note that the data starts again should come once, not ${n} times:\n${out}")
 endif()
 message(STATUS "ok: every shard holds a batch, and the run read them:\n${out}")

@@ -54,6 +54,7 @@
 #include "bench/attention_variants.h"
 #include "gpu/thread_communicator.cuh"
 #include "testing/tolerance.h"
+#include "train/eval_hellaswag.h"
 #include "train/gpt.h"
 #include "train/policy.h"
 #include "util/rng.h"
@@ -1910,6 +1911,70 @@ struct SevenRowChunks : TestStage {
 TEST_F(Model, LossInChunksMatchesTheCpu) {
     SCOPED_TRACE(model_trace());
     expect_first_backward_writes_the_gradients<SevenRowChunks>();
+}
+
+// HellaSwag's evaluation (train/eval_hellaswag.h) on this stage: the loss of each position of a
+// forward with fewer rows and positions than the model was built for (as the evaluation's
+// batches are) matches the CPU reference's, and so does the mean loss of every ending of
+// examples of odd lengths with a last batch that is not full; evaluations between steps leave
+// the steps as they would have been.
+TEST_F(Model, EvaluationLossesMatchTheCpu) {
+    SCOPED_TRACE(model_trace());
+    const double tol = gpt::test::model_rel_l2(kPrecision);
+    const gpt::test::ReferenceCase c = gpt::test::overfit_case();
+    const int V = c.config.vocab_size;
+    Rng rng(test_seed());
+    const int B = std::max(1, c.B - 1), T = std::max(1, c.T - 3);
+    const std::vector<int> inputs = random_tokens(rng, size_t(B) * T, V), targets = random_tokens(rng, size_t(B) * T, V);
+    gpt::GPT<TestStage> gpu(c.config, c.B, c.T);
+    gpt::GPT<gpt::CpuReference> cpu(c.config, c.B, c.T);
+    gpu.set_parameters(c.params);
+    cpu.set_parameters(c.params);
+    gpu.forward(inputs.data(), targets.data(), B, T);
+    cpu.forward(inputs.data(), targets.data(), B, T);
+    const std::vector<float> on_gpu = gpu.position_losses();
+    sync_and_check("position_losses");
+    ASSERT_EQ(on_gpu.size(), size_t(B) * T);
+    EXPECT_TRUE(gpt::test::rel_l2_close("losses of a " + std::to_string(B) + " x " + std::to_string(T) + " forward",
+                                        on_gpu, cpu.position_losses(), tol));
+
+    std::vector<gpt::EvalExample> examples(5);  // 18 rows: the last batch of B = 4 holds 2
+    for (size_t i = 0; i < examples.size(); ++i) {
+        gpt::EvalExample& e = examples[i];
+        e.line = int64_t(i) + 1;
+        e.label = int(i % 2);
+        e.context = random_tokens(rng, 1 + (7 * i) % size_t(c.T / 2), V);
+        for (size_t k = 0; k < (i == 4 ? 2u : 4u); ++k) e.endings.push_back(random_tokens(rng, 1 + (i + k) % 5, V));
+    }
+    auto flat = [](const std::vector<std::vector<double>>& means) {
+        std::vector<float> all;
+        for (const std::vector<double>& m : means) all.insert(all.end(), m.begin(), m.end());
+        return all;
+    };
+    const std::vector<float> gpu_means = flat(gpt::ending_mean_losses(gpu, examples, 0, 1));
+    sync_and_check("ending_mean_losses");
+    ASSERT_EQ(gpu_means.size(), 18u);
+    EXPECT_TRUE(gpt::test::rel_l2_close("mean loss of each ending", gpu_means,
+                                        flat(gpt::ending_mean_losses(cpu, examples, 0, 1)), tol));
+
+    gpt::GPT<TestStage> plain(c.config, c.B, c.T);
+    plain.set_parameters(c.params);
+    const std::vector<gpt::Batch> batch = {gpt::test::reference_batch(c)};
+    const float loss_scale = 1.0f / float(c.B * c.T);
+    const gpt::AdamWSettings adamw;
+    for (int t = 1; t <= 3; ++t) {
+        SCOPED_TRACE(testing::Message() << "step " << t);
+        const gpt::StepResult a = gpu.train_step(batch, c.B, c.T, loss_scale, adamw, 1e-3f, t);
+        const gpt::HellaSwagResult h = gpt::evaluate_hellaswag(gpu, examples, gpu.parallel());
+        sync_and_check("evaluate_hellaswag");
+        EXPECT_EQ(h.examples, 5);
+        EXPECT_LE(h.correct, 5);
+        const gpt::StepResult b = plain.train_step(batch, c.B, c.T, loss_scale, adamw, 1e-3f, t);
+        EXPECT_TRUE(gpt::test::curves_close("loss", {a.loss}, {b.loss}, tol));
+        EXPECT_TRUE(gpt::test::curves_close("gradient norm", {a.grad_norm}, {b.grad_norm}, tol));
+    }
+    EXPECT_TRUE(gpt::test::rel_l2_close("parameters after 3 steps with evaluations between them", gpu.parameters(),
+                                        plain.parameters(), tol));
 }
 
 // The stage with the opposite kCaptureStep: a step recorded once as a CUDA Graph and replayed

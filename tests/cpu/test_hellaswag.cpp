@@ -1,0 +1,192 @@
+// HellaSwag's two file formats (data/hellaswag.h): llm.c's binary eval file read back as written,
+// JSON Lines encoded as llm.c encodes them, the answer a model picks, and one line of error for
+// every broken file: a wrong magic or version, every truncation, more than 4 endings, a label
+// outside the endings, an empty context or ending, bytes after the last example.
+//
+// Inputs, from the environment (ctest sets them): GPT_DATA_DIR (gpt2/), GPT_TEST_OUT (scratch).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "data/hellaswag.h"
+#include "data/tokenizer.h"
+#include "testing/reference_case.h"
+#include "util/error.h"
+#include "util/file.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+std::string env(const char* name) { return test::ctest_dir(name); }
+
+std::string scratch_path(const std::string& name) {
+    const fs::path dir = fs::path(env("GPT_TEST_OUT")) / "test_hellaswag";
+    fs::create_directories(dir);
+    return (dir / name).string();
+}
+
+std::string write(const std::string& name, const std::string& content) {
+    const std::string path = scratch_path(name);
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+}
+
+std::vector<EvalExample> examples() {
+    std::vector<EvalExample> e(3);
+    e[0].label = 2;
+    e[0].context = {464, 3290, 1110};
+    e[0].endings = {{257}, {262, 3797}, {50256, 11, 13}, {1}};
+    e[1].label = 0;
+    e[1].context = {0};
+    e[1].endings = {{5, 6, 7, 8, 9}, {10}};  // fewer than 4 endings
+    e[2].label = 3;
+    e[2].context = std::vector<int>(300, 42);
+    e[2].endings = {{1}, {2}, {3}, {4, 4}};
+    return e;
+}
+
+// The message of the error load_hellaswag throws, or "" if it throws none.
+std::string error_of(const std::string& path, const Tokenizer* tokenizer = nullptr) {
+    try {
+        load_hellaswag(path, tokenizer);
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(HellaSwag, BinaryFileReadsBackAsWritten) {
+    const std::string path = scratch_path("three.bin");
+    write_hellaswag_bin(path, examples());
+    const std::vector<EvalExample> back = load_hellaswag(path, nullptr);
+    ASSERT_EQ(back.size(), 3u);
+    for (size_t i = 0; i < back.size(); ++i) {
+        EXPECT_EQ(back[i].label, examples()[i].label);
+        EXPECT_EQ(back[i].context, examples()[i].context);
+        EXPECT_EQ(back[i].endings, examples()[i].endings);
+        EXPECT_EQ(back[i].line, int64_t(i) + 1);
+    }
+    EXPECT_EQ(back[2].longest_row(), 302);
+    // The header llm.c reads: magic, version, examples, the longest example in bytes.
+    const std::string data = read_regular_file(path, "eval file");
+    int32_t header[4];
+    std::memcpy(header, data.data(), sizeof(header));
+    EXPECT_EQ(header[0], 20240522);
+    EXPECT_EQ(header[1], 1);
+    EXPECT_EQ(header[2], 3);
+    EXPECT_EQ(header[3], 2 * (6 + 300 + 4 + 1 + 1 + 1 + 2));
+}
+
+// Every prefix of a good file is refused with a one-line gpt::Error (never a crash, never
+// examples made up), and so is every byte added after it.
+TEST(HellaSwag, EveryTruncationIsRefused) {
+    const std::string path = scratch_path("whole.bin");
+    write_hellaswag_bin(path, examples());
+    const std::string data = read_regular_file(path, "eval file");
+    for (size_t n = 0; n < data.size(); n += (n < 1100 ? 1 : 3)) {
+        const std::string message = error_of(write("cut.bin", data.substr(0, n)));
+        EXPECT_FALSE(message.empty()) << "a file cut to " << n << " of " << data.size() << " bytes was accepted";
+        EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+    EXPECT_NE(error_of(write("cut.bin", data.substr(0, 1000))).find("truncated"), std::string::npos);
+    EXPECT_NE(error_of(write("long.bin", data + std::string(2, '\0'))).find("bytes after the last"), std::string::npos);
+}
+
+// One byte-level fault at a time, each named.
+TEST(HellaSwag, BrokenBinaryFilesAreNamed) {
+    const std::string path = scratch_path("good.bin");
+    write_hellaswag_bin(path, examples());
+    const std::string good = read_regular_file(path, "eval file");
+    auto with = [&](size_t offset, uint16_t value) {
+        std::string d = good;
+        std::memcpy(&d[offset], &value, 2);
+        return error_of(write("bad.bin", d));
+    };
+    std::string d = good;
+    d[0] = 0;
+    EXPECT_NE(error_of(write("bad.bin", d)).find("bad magic 20240384, expected 20240522"), std::string::npos);
+    d = good;
+    d[4] = 7;
+    EXPECT_NE(error_of(write("bad.bin", d)).find("version 7"), std::string::npos);
+    // The first example's fields: 65535, bytes, index, label, endings, context length.
+    const size_t first = 1024;
+    EXPECT_NE(with(first, 1).find("does not start with 65535"), std::string::npos);
+    EXPECT_NE(with(first + 4, 9).find("has the index 9, expected 0"), std::string::npos);
+    EXPECT_NE(with(first + 6, 4).find("has the label 4, but 4 endings"), std::string::npos);
+    EXPECT_NE(with(first + 8, 5).find("has 5 endings; 1 to 4 are possible"), std::string::npos);
+    EXPECT_NE(with(first + 8, 0).find("has 0 endings"), std::string::npos);
+    EXPECT_NE(with(first + 10, 0).find("has an empty context"), std::string::npos);
+    EXPECT_NE(with(first + 10, 500).find("its context runs past the example's end"), std::string::npos);
+    // First ending's length, after the 3 context tokens: 0.
+    EXPECT_NE(with(first + 12 + 6, 0).find("has an empty ending 1"), std::string::npos);
+    EXPECT_EQ(error_of(write("bad.bin", "garbage")).find("HellaSwag file"), 0u);
+}
+
+const Tokenizer& tokenizer() {
+    static const Tokenizer t = Tokenizer::load(env("GPT_DATA_DIR") + "/gpt2");
+    return t;
+}
+
+// As llm.c and build-nanogpt render an example: the context's tokens, then " " + ending's.
+TEST(HellaSwag, JsonLinesAreEncodedAsLlmcDoes) {
+    const std::string path = write("two.jsonl",
+                                   "{\"ind\": 4, \"ctx\": \"A man is sitting on a roof. he\", \"endings\": "
+                                   "[\"is using wrap to wrap a pair of skis.\", \"starts pulling up roofing on a roof.\"], "
+                                   "\"label\": 1}\n\n"
+                                   "{\"ctx\": \"x\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": 3}\r\n");
+    const std::vector<EvalExample> e = load_hellaswag(path, &tokenizer());
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_EQ(e[0].label, 1);
+    EXPECT_EQ(e[0].context, tokenizer().encode("A man is sitting on a roof. he"));
+    EXPECT_EQ(e[0].endings[1], tokenizer().encode(" starts pulling up roofing on a roof."));
+    EXPECT_EQ(e[1].endings.size(), 4u);
+    EXPECT_EQ(e[1].line, 3);
+    EXPECT_EQ(e[1].endings[3], tokenizer().encode(" d"));
+}
+
+TEST(HellaSwag, BrokenJsonLinesAreNamed) {
+    const std::string ok = "{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 0}\n";
+    auto bad = [&](const std::string& line) { return error_of(write("bad.jsonl", ok + line + "\n"), &tokenizer()); };
+    const std::string at = scratch_path("bad.jsonl") + ":2: ";
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\"]}"),
+              "HellaSwag file " + at + "no \"label\" (HellaSwag's lines have ctx, endings, label)");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\", \"c\", \"d\", \"e\"], \"label\": 0}"),
+              "HellaSwag file " + at + "5 endings; 1 to 4 are possible");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 2}"),
+              "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 0.5}"),
+              "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": 1e20}"),
+              "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": -1}"),
+              "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": \"a\", \"label\": 0}"),
+              "HellaSwag file " + at + "\"endings\" is not a list of strings");
+    EXPECT_EQ(bad("{\"ctx\": \"\", \"endings\": [\"a\"], \"label\": 0}"), "HellaSwag file " + at + "the context is empty");
+    EXPECT_EQ(bad("[1]"), "HellaSwag file " + at + "not a JSON object");
+    EXPECT_EQ(bad("{\"ctx\": \"c\", ").rfind("HellaSwag file " + at + "malformed JSON", 0), 0u);
+    EXPECT_EQ(error_of(write("empty.jsonl", "\n \n"), &tokenizer()).find("neither llm.c's eval file"),
+              std::string("HellaSwag file " + scratch_path("empty.jsonl") + ": ").size());
+    EXPECT_NE(error_of(write("no_tokenizer.jsonl", ok), nullptr).find("encoded with the GPT-2 tokenizer, which was not found"), std::string::npos);
+}
+
+TEST(HellaSwag, TheLowestMeanLossIsTheAnswer) {
+    EXPECT_EQ(lowest_mean_loss({2.0, 1.5, 1.5, 3.0}), 1);  // the first of the two lowest
+    EXPECT_EQ(lowest_mean_loss({0.7}), 0);
+    // A NaN mean never wins; all NaN: the first.
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    EXPECT_EQ(lowest_mean_loss({nan, 4.0}), 1);
+    EXPECT_EQ(lowest_mean_loss({nan, nan}), 0);
+}
+
+}  // namespace
+}  // namespace gpt
