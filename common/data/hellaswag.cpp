@@ -34,7 +34,7 @@ std::vector<EvalExample> read_bin(const std::string& path, const std::string& da
     const size_t values = (data.size() - kHeaderBytes) / 2;
     if ((data.size() - kHeaderBytes) % 2) throw fail("truncated: an odd number of bytes after the header");
     std::vector<uint16_t> v(values);
-    std::memcpy(v.data(), data.data() + kHeaderBytes, values * 2);
+    if (values > 0) std::memcpy(v.data(), data.data() + kHeaderBytes, values * 2);  // (an empty v has no data())
 
     std::vector<EvalExample> examples;
     size_t at = 0;
