@@ -12,12 +12,17 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "cpu/reference_stage.h"
 #include "data/hellaswag.h"
 #include "data/tokenizer.h"
+#include "model/config.h"
+#include "model/params.h"
 #include "testing/reference_case.h"
+#include "train/eval_hellaswag.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -186,6 +191,59 @@ TEST(HellaSwag, TheLowestMeanLossIsTheAnswer) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     EXPECT_EQ(lowest_mean_loss({nan, 4.0}), 1);
     EXPECT_EQ(lowest_mean_loss({nan, nan}), 0);
+}
+
+// The evaluation's batches (train/eval_hellaswag.h) score each ending as a forward of its row
+// alone would: rows of odd lengths, 3 to a batch with the last one partial, padding after each
+// row; the ending's tokens are read at the right positions; a process of two scores its own
+// examples only; an answer key made of the lowest means is all right.
+TEST(HellaSwag, BatchedMeansAreThoseOfEachRowAlone) {
+    const GPTConfig config = config_by_name("micro");
+    const std::vector<float> params = init_parameters(config, 7);
+    std::mt19937 rng(3);
+    auto tokens = [&](size_t n) {
+        std::vector<int> t(n);
+        for (int& x : t) x = static_cast<int>(rng() % unsigned(config.vocab_size));
+        return t;
+    };
+    std::vector<EvalExample> examples(5);  // 18 rows
+    for (size_t i = 0; i < examples.size(); ++i) {
+        examples[i].line = int64_t(i) + 1;
+        examples[i].context = tokens(1 + (3 * i) % 9);
+        for (size_t k = 0; k < (i == 4 ? 2u : 4u); ++k) examples[i].endings.push_back(tokens(1 + (i + k) % 4));
+    }
+    GPT<CpuReference> batched(config, 3, 20);
+    batched.set_parameters(params);
+    const std::vector<std::vector<double>> means = ending_mean_losses(batched, examples, 0, 1);
+
+    GPT<CpuReference> single(config, 1, 20);
+    single.set_parameters(params);
+    for (size_t i = 0; i < examples.size(); ++i) {
+        const EvalExample& e = examples[i];
+        ASSERT_EQ(means[i].size(), e.endings.size());
+        for (size_t k = 0; k < e.endings.size(); ++k) {
+            std::vector<int> row = e.context;
+            row.insert(row.end(), e.endings[k].begin(), e.endings[k].end());
+            const int n = static_cast<int>(row.size()) - 1;
+            single.forward(row.data(), row.data() + 1, 1, n);
+            const std::vector<float> losses = single.position_losses();
+            double sum = 0;
+            for (size_t j = 0; j < e.endings[k].size(); ++j) sum += losses[e.context.size() - 1 + j];
+            const double alone = sum / double(e.endings[k].size());
+            EXPECT_NEAR(means[i][k], alone, 1e-5 * std::abs(alone)) << "example " << i << ", ending " << k;
+        }
+    }
+
+    const std::vector<std::vector<double>> second = ending_mean_losses(batched, examples, 1, 2);
+    for (size_t i = 0; i < examples.size(); ++i) {
+        EXPECT_EQ(second[i].empty(), i % 2 == 0) << "example " << i;
+        for (size_t k = 0; k < second[i].size(); ++k) EXPECT_NEAR(second[i][k], means[i][k], 1e-5 * means[i][k]);
+    }
+
+    for (size_t i = 0; i < examples.size(); ++i) examples[i].label = lowest_mean_loss(means[i]);
+    const HellaSwagResult all_right = evaluate_hellaswag(batched, examples, batched.parallel());
+    EXPECT_EQ(all_right.correct, 5);
+    EXPECT_EQ(all_right.examples, 5);
 }
 
 }  // namespace
