@@ -9,6 +9,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/lines.h"
 
 namespace gpt {
 
@@ -89,13 +90,9 @@ std::vector<EvalExample> read_jsonl(const std::string& path, const std::string& 
                     "found (--tokenizer DIR; cmake --build build/cpu --target data installs it)");
     std::vector<EvalExample> examples;
     int64_t line_number = 0;
-    for (size_t at = 0; at < data.size();) {
-        size_t end = data.find('\n', at);
-        if (end == std::string::npos) end = data.size();
-        std::string_view line(data.data() + at, end - at);
-        at = end + 1;
+    size_t at = 0;
+    for (std::string_view line; next_line(data, at, line);) {
         ++line_number;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
         const std::string where = "HellaSwag file " + path + ":" + std::to_string(line_number) + ": ";
         Json j;

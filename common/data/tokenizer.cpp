@@ -27,6 +27,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/json.h"
+#include "util/lines.h"
 
 namespace gpt {
 
@@ -333,13 +334,8 @@ void Tokenizer::read_merges(std::string_view text, const std::string& merges_pat
     int line_no = 0;
     size_t pos = 0;
     std::string left, right;
-    while (pos < text.size()) {
-        size_t eol = text.find('\n', pos);
-        if (eol == std::string::npos) eol = text.size();
-        std::string_view line(text.data() + pos, eol - pos);
-        pos = eol + 1;
+    for (std::string_view line; next_line(text, pos, line);) {
         ++line_no;
-        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (line_no == 1 && line.substr(0, 1) == "#") continue;  // the version line
         if (line.empty()) continue;
 
