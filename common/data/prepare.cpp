@@ -20,13 +20,10 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 #include <optional>
 #include <limits>
 #include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
