@@ -5,9 +5,11 @@
     python3 tests/docs/figures.py --check    write nothing; exit 1 if a committed figure differs
     ... [--root DIR]                         the repository (default: the one holding this file)
 
-The CTest test docs.figures_match_script runs --check. A figure is a function of this file and
-of the SVG helpers it shares with the benchmarks' plots (tests/bench/plot.py), with no date and
-no randomness: the same script always writes the same bytes. After a change to either, run it.
+The CTest test docs.figures_match_script runs --check. A figure is a function of this file, of
+course_figures.py beside it, of the SVG helpers they share with the benchmarks' plots
+(tests/bench/plot.py) and of the committed files they read (the kernel's sources, the ladders'
+results.csv in docs/results/), with no date and no randomness: the same inputs always give the
+same bytes. After a change to any of them, run it.
 
   attention_tiles.svg   chapter 03, "Tiles": the causal score matrix of one (batch, head) at
                         T = 256 cut into the kernel's 64 x 64 tiles (skipped, diagonal, full;
@@ -18,6 +20,38 @@ no randomness: the same script always writes the same bytes. After a change to e
                         holds which element of A (16 x 16), B (16 x 8) and the fp32 D (16 x 8) of
                         mma.sync.m16n8k16, and how the D of two neighbouring 8-column tiles is
                         the A of the next product (a_from_accumulators).
+
+The course's other figures are drawn by tests/docs/course_figures.py (imported here, checked with
+these):
+
+  online_softmax.svg    chapter 03, "The online softmax": one query row's scores over 4 key tiles
+                        of a small fixed example; after each tile the running maximum m, the
+                        factor exp(m_old - m) and the rescaled l and o, then o / l and the
+                        one-pass softmax beside it (the script checks that they agree).
+  flash_backward_walk.svg  chapter 03, "The backward pass": the three launches of the backward;
+                        one block per 64 keys walking down the query tiles from its diagonal,
+                        dk and dv kept in registers, each tile's share of dq added with atomicAdd
+                        into fp32 sums in global memory by every key block, rounded once; the
+                        steps of the loop body.
+  fusion_bytes.svg      chapter 04, "The fusions": bytes per step before and after each fusion
+                        (classifier, matmul epilogues, LayerNorm, AdamW) at GPT-2 124M, B = 16,
+                        T = 1024, counted as the chapter counts them, with the H200's measured
+                        times beside them.
+  cuda_graph_timeline.svg  chapter 04, "CUDA Graphs": a step's host and GPU timelines with and
+                        without the graph, at B = 16 (to scale, the measured step) and at B = 1
+                        (predicted); schematic, from the chapter's figures, not a profile.
+  ring_all_reduce.svg   chapter 06, "Buckets: summing while backward runs": a ring all-reduce on
+                        4 GPUs step by step (reduce-scatter, then all-gather), and the last
+                        micro-batch's backward with each bucket's all-reduce on the second stream.
+  memory_per_stage.svg  chapter 00, "Memory at GPT-2 124M, B = 16, T = 1024" (and the other
+                        chapters' memory sections): the trainer's peak memory per stage, read from
+                        the ladders' results.csv (H200 2026-11-27, H100 2026-11-23).
+  number_formats.svg    chapters 01, "What TF32 is", and 02, "bf16, fp16 and fp32": the bits of
+                        fp32, TF32, bf16 and fp16 holding π, with largest, smallest normal and
+                        epsilon computed from the bit counts (checked against struct's fp32/fp16).
+  ladder.svg            docs/README.md, "The ladder so far" (and README.md): tokens/s per stage
+                        and PyTorch's counterparts, read from the ladders' results.csv, H200 and
+                        H100 panels, the chapters' H100 predictions hatched.
 
 The sizes drawn are the kernel's own: the constants of stages/03_flash_attention/
 flash_attention.cuh and tensor_cores.cuh are read and compared with those this file draws, and so
@@ -40,6 +74,8 @@ sys.path.insert(0, str(HERE.parent / "bench"))  # plot.py: the SVG helpers and c
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 from plot import FONT, STAGE_COLOURS, Svg  # noqa: E402
+
+import course_figures  # noqa: E402  (the course's other figures; this directory is on sys.path)
 
 REGENERATE = "python3 tests/docs/figures.py"
 
@@ -473,7 +509,9 @@ def mma_fragments(path):
     svg.write(str(path))
 
 
-FIGURES = {"attention_tiles.svg": attention_tiles, "mma_fragments.svg": mma_fragments}
+FIGURES = {"attention_tiles.svg": lambda path, root: attention_tiles(path),
+           "mma_fragments.svg": lambda path, root: mma_fragments(path),
+           **course_figures.FIGURES}  # each draws (path, root): some read docs/results/ under root
 
 
 def main():
@@ -502,11 +540,11 @@ def main():
             target = out_dir / name
             if not args.check:
                 out_dir.mkdir(parents=True, exist_ok=True)
-                draw(target)
+                draw(target, root)
                 print(f"wrote {target.relative_to(root)}")
                 continue
             fresh = Path(tmp) / name
-            draw(fresh)
+            draw(fresh, root)
             if not target.exists() or target.read_bytes() != fresh.read_bytes():
                 stale.append(str(target.relative_to(root)))
     if stale:

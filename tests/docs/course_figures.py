@@ -1,0 +1,937 @@
+"""The course's figures beyond chapter 03's kernel drawings: drawn by hand as SVG, like those of
+figures.py, which imports this file, lists every figure in its docstring and checks them all.
+
+Every number drawn is computed here, read from a committed results file (docs/results/), or
+quoted from a chapter, and the comment beside it says which. Each draw function takes the
+SVG's path and the repository root.
+"""
+
+import csv
+import math
+import re
+import struct
+
+from plot import STAGE_COLOURS, Svg, fmt_si, wrap
+
+BLUE, ORANGE, RED, TEAL, GREEN, YELLOW, PURPLE, PINK, BROWN, GREY = STAGE_COLOURS
+MUTED = "#555"
+TEXT = "#333"
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+
+
+def defs(svg, hatches=()):
+    """An arrowhead, and one hatch pattern per colour in `hatches` (id "hatch-RRGGBB"): the
+    mark of a predicted bar."""
+    patterns = "".join(
+        f'<pattern id="hatch-{c[1:]}" width="7" height="7" patternUnits="userSpaceOnUse" '
+        f'patternTransform="rotate(45)"><rect width="7" height="7" fill="white"/>'
+        f'<line x1="0" y1="0" x2="0" y2="7" stroke="{c}" stroke-width="2.5"/></pattern>' for c in hatches)
+    svg.add('<defs>' + patterns +
+            '<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+            'orient="auto"><path d="M 0 0 L 10 5 L 0 10 z" fill="#444"/></marker></defs>')
+
+
+def hatch(colour):
+    return f"url(#hatch-{colour[1:]})"
+
+
+def arrow(svg, x1, y1, x2, y2, colour="#444", width=1.5):
+    svg.add(f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
+            f'stroke-width="{width}" marker-end="url(#arrow)"/>')
+
+
+def lines(svg, x, y, texts, size=12, colour=TEXT, step=None):
+    """Lines of text one under the other; returns the y after the last."""
+    step = step or size + 6
+    for t in texts:
+        svg.text(x, y, t, size=size, colour=colour)
+        y += step
+    return y
+
+
+def title(svg, heading, subtitle):
+    svg.text(24, 30, heading, size=18, weight="bold")
+    svg.text(24, 50, subtitle, size=12, colour=MUTED)
+
+
+# ----------------------------------------------------------------------------------------------
+# Results read from the committed files (docs/results/README.md lists the runs).
+
+LADDER_FILES = {  # GPU (short), date, the ladder's CSV files of that run
+    "H100": ("2026-11-23", ("docs/results/2026-11-23_h100/ladder/results.csv",)),
+    "H200": ("2026-11-27", ("docs/results/2026-11-27_h200/ladder/results.csv",
+                            "docs/results/2026-11-27_h200/ladder_compile/results.csv")),
+}
+STAGE_NAMES = ["fp32", "TF32", "bf16", "flash attention", "fused kernels", "vocab padding", "NCCL, one GPU"]
+
+
+def ladder_rows(root):
+    """{(gpu, kind, stage): row} of every entry that finished, from the ladders' results.csv."""
+    rows = {}
+    for gpu, (date, files) in LADDER_FILES.items():
+        for name in files:
+            with open(root / name, encoding="utf-8", newline="") as f:
+                for row in csv.DictReader(f):
+                    if row["status"] != "ok":
+                        continue
+                    if not row["gpu"].startswith(f"NVIDIA {gpu}") or not row["date"].startswith(date):
+                        raise ValueError(f"{name}: a row of {row['gpu']}, {row['date']}, not {gpu} {date}")
+                    rows[(gpu, row["kind"], row["stage"])] = row
+    return rows
+
+
+# ----------------------------------------------------------------------------------------------
+# online_softmax.svg (chapter 03, "The online softmax")
+
+# One query row: scores (already scaled by 1/sqrt(HS)) and one column of v, in 4 tiles of 4 keys.
+# Chosen so that the maximum grows at tiles 0, 2 and 3 and stays put at tile 1.
+SOFTMAX_SCORES = [[0.5, 1.2, -0.3, 0.8], [0.4, -1.0, 0.9, 0.1], [2.1, 0.3, 1.5, -0.6], [1.0, 2.6, 0.2, 1.9]]
+SOFTMAX_VALUES = [[1.0, -0.5, 2.0, 0.3], [0.7, 1.5, -1.2, 0.4], [-0.8, 0.6, 1.1, 2.2], [0.9, -1.4, 0.5, 1.3]]
+
+
+def online_softmax_steps():
+    """The state after each tile, as the chapter's update writes it, and the one-pass result."""
+    m, l, o = -math.inf, 0.0, 0.0
+    steps = []
+    for s, v in zip(SOFTMAX_SCORES, SOFTMAX_VALUES):
+        m_new = max(m, max(s))
+        factor = math.exp(m - m_new)  # 0 at the first tile: exp(-inf)
+        tile_l = sum(math.exp(x - m_new) for x in s)
+        tile_o = sum(math.exp(x - m_new) * y for x, y in zip(s, v))
+        steps.append(dict(m_old=m, m=m_new, factor=factor, l_old=l, o_old=o, tile_l=tile_l, tile_o=tile_o,
+                          l=l * factor + tile_l, o=o * factor + tile_o))
+        m, l, o = m_new, l * factor + tile_l, o * factor + tile_o
+    scores = [x for s in SOFTMAX_SCORES for x in s]
+    values = [y for v in SOFTMAX_VALUES for y in v]
+    top = max(scores)
+    one_l = sum(math.exp(x - top) for x in scores)
+    one_o = sum(math.exp(x - top) * y for x, y in zip(scores, values))
+    # The check the figure rests on: the tile-by-tile sums are the one-pass sums.
+    if not (math.isclose(l, one_l, rel_tol=1e-12) and math.isclose(o, one_o, rel_tol=1e-12) and m == top):
+        raise AssertionError(f"online softmax: l {l} o {o} against one pass {one_l} {one_o}")
+    return steps, dict(m=top, l=one_l, o=one_o, probs=[math.exp(x - top) / one_l for x in scores])
+
+
+def online_softmax(path, root):
+    steps, one = online_softmax_steps()
+    W, H = 980, 500
+    svg = Svg(W, H)
+    defs(svg)
+    title(svg, "The online softmax: one query row, four key tiles",
+          "After each tile the row keeps m (largest score so far), ℓ = Σ exp(s − m) and o = Σ exp(s − m)·v; "
+          "when m grows, ℓ and o are rescaled.")
+    n = len(SOFTMAX_SCORES[0])
+    cell, x0 = 50, 96
+    cols = {"m": 312, "factor": 476, "l": 612, "o": 800}  # left edges of the state's columns
+    top = 112
+    svg.text(x0 + 2 * cell, top - 14, "scores s (v under each)", size=12, anchor="middle", weight="bold")
+    svg.text(cols["m"], top - 30, "m =", size=12, weight="bold")
+    svg.text(cols["m"], top - 14, "max(m_old, max s)", size=12, weight="bold")
+    svg.text(cols["factor"], top - 30, "factor =", size=12, weight="bold")
+    svg.text(cols["factor"], top - 14, "exp(m_old − m)", size=12, weight="bold")
+    svg.text(cols["l"], top - 30, "ℓ = ℓ_old·factor", size=12, weight="bold")
+    svg.text(cols["l"], top - 14, "    + Σ exp(s − m)", size=12, weight="bold")
+    svg.text(cols["o"], top - 30, "o = o_old·factor", size=12, weight="bold")
+    svg.text(cols["o"], top - 14, "    + Σ exp(s − m)·v", size=12, weight="bold")
+    row_h = 66
+    p_max = max(one["probs"])
+    for j, st in enumerate(steps):
+        y = top + j * row_h
+        svg.rect(16, y - 6, W - 32, row_h - 8, "#f7f7f7" if j % 2 == 0 else "white")
+        svg.text(24, y + 18, f"tile {j}", size=13, weight="bold")
+        svg.text(24, y + 36, f"keys {n * j}-{n * j + n - 1}", size=11, colour=MUTED)
+        for k, (s, v) in enumerate(zip(SOFTMAX_SCORES[j], SOFTMAX_VALUES[j])):
+            x = x0 + k * cell
+            top_score = s == max(SOFTMAX_SCORES[j]) and s > st["m_old"]
+            # Tinted by the key's final probability, the darkest the row's largest.
+            svg.rect(x + 2, y, cell - 4, 28, TEAL, opacity=0.15 + 0.75 * one["probs"][n * j + k] / p_max,
+                     stroke=ORANGE if top_score else "none", width=2.5)
+            svg.text(x + cell / 2, y + 19, f"{s:.1f}", size=13, anchor="middle", weight="bold")
+            svg.text(x + cell / 2, y + 44, f"v {v:+.1f}", size=11, anchor="middle", colour=MUTED)
+        grew = st["m"] > st["m_old"]
+        m_old = "−∞" if st["m_old"] == -math.inf else f"{st['m_old']:.2f}"
+        svg.text(cols["m"], y + 18, f"max({m_old}, {max(SOFTMAX_SCORES[j]):.2f}) = {st['m']:.2f}", size=12)
+        svg.text(cols["m"], y + 36, "grew" if grew else "unchanged", size=11,
+                 colour=ORANGE if grew else MUTED, weight="bold" if grew else "normal")
+        if j == 0:
+            f_text, f_note, f_colour = "0", "nothing to rescale", MUTED
+        elif grew:
+            f_text, f_note, f_colour = f"{st['factor']:.4f}", f"exp({st['m_old']:.2f} − {st['m']:.2f})", ORANGE
+        else:
+            f_text, f_note, f_colour = "1", "sums kept as they are", MUTED
+        svg.text(cols["factor"], y + 18, f_text, size=14, weight="bold", colour=f_colour)
+        svg.text(cols["factor"], y + 36, f_note, size=11, colour=MUTED)
+        for key, old, new in (("l", st["l_old"], st["tile_l"]), ("o", st["o_old"], st["tile_o"])):
+            sign = "+" if new >= 0 else "−"
+            rescaled = "0" if j == 0 else f"{old:.4f}·{st['factor']:.4f}"
+            svg.text(cols[key], y + 18, f"{rescaled} {sign} {abs(new):.4f}", size=12)
+            svg.text(cols[key], y + 36, f"= {st[key]:.4f}", size=12, weight="bold")
+    last = steps[-1]
+    y = top + len(steps) * row_h + 14
+    svg.line(16, y - 10, W - 16, y - 10, colour="#ccc")
+    svg.text(24, y + 10, "After the last tile", size=13, weight="bold")
+    svg.text(180, y + 10, f"y = o / ℓ = {last['o']:.4f} / {last['l']:.4f} = {last['o'] / last['l']:.6f};   "
+             f"lse = m + log ℓ = {last['m']:.2f} + {math.log(last['l']):.4f} = {last['m'] + math.log(last['l']):.4f}",
+             size=12)
+    svg.text(24, y + 34, "One pass", size=13, weight="bold")
+    svg.text(180, y + 34, f"over all {len(one['probs'])} scores at once, m = {one['m']:.2f}: ℓ = {one['l']:.4f}, "
+             f"o = {one['o']:.4f}, y = {one['o'] / one['l']:.6f}: the same (the script checks it to 12 digits)",
+             size=12)
+    lines(svg, 24, y + 66, [
+        "exp(m_old − m)·exp(s − m_old) = exp(s − m): multiplying the old sums by the factor is exact, so nothing "
+        "seen before has to be read again.",
+        "Orange outline: the score that raised the maximum. Tint: the key's final probability (darker is larger). "
+        "The kernel does the same in",
+        "powers of two (exp2f) for 64 keys a tile, 32 query rows a warp; one column of v stands here for all 64.",
+    ], size=12, colour=TEXT)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# flash_backward_walk.svg (chapter 03, "The backward pass")
+
+BACKWARD_TILE, BACKWARD_THREADS = 64, 128  # kTile and kBackwardThreads of flash_attention.cuh
+BACKWARD_T = 256
+
+
+def backward_constants_found(root):
+    text = (root / "stages/03_flash_attention/flash_attention.cuh").read_text(encoding="utf-8")
+    tile = re.search(r"constexpr int kTile = (\d+);", text)
+    threads = re.search(r"constexpr int kBackwardThreads = (\d+);", text)
+    walk = "for (int q_tile = key_tile; q_tile < q_tiles; ++q_tile)" in text
+    atomics = "dq is added, as FlashAttention-2 does, into" in text
+    return (tile and int(tile.group(1)) == BACKWARD_TILE and threads and int(threads.group(1)) == BACKWARD_THREADS
+            and walk and atomics)
+
+
+def flash_backward_walk(path, root):
+    if not backward_constants_found(root):
+        raise SystemExit("figures: flash_backward_kernel no longer walks as flash_backward_walk.svg draws it "
+                         "(kTile, kBackwardThreads, the q_tile loop, dq's atomic sums): update "
+                         "tests/docs/course_figures.py")
+    n = BACKWARD_T // BACKWARD_TILE
+    warps = BACKWARD_THREADS // 32
+    W, H = 1000, 740
+    svg = Svg(W, H)
+    defs(svg)
+    title(svg, "The backward of flash attention: each block walks down its column of tiles",
+          f"Stage 03, one (batch, head) at T = {BACKWARD_T}: {n} key blocks (blockIdx.x = key tile j), grid "
+          f"(T/{BACKWARD_TILE}, B·NH), {warps} warps of {BACKWARD_TILE // warps} keys each")
+
+    # The three launches of FlashAttention::backward, in order.
+    ky = 70
+    kernels = [("1  flash_row_dot_kernel", "D = rowsum(dout ∘ out); dq's fp32 sums set to 0", GREY),
+               ("2  flash_backward_kernel", "dk, dv written; dq's shares added into the sums", TEAL),
+               ("3  flash_dq_from_sums_kernel", "dq = sums / √64, rounded to bf16 once", PURPLE)]
+    kw = 300
+    for i, (name, what, colour) in enumerate(kernels):
+        x = 24 + i * (kw + 20)
+        svg.rect(x, ky, kw, 42, colour, opacity=0.18, stroke=colour, width=1.5)
+        svg.text(x + 10, ky + 17, name, size=12, weight="bold")
+        svg.text(x + 10, ky + 34, what, size=11, colour=TEXT)
+        if i:
+            arrow(svg, x - 19, ky + 21, x - 2, ky + 21)
+
+    # The causal matrix: queries down, keys across; a block owns a column of tiles.
+    c = 84
+    gx, gy = 120, 184
+    svg.text(gx + n * c / 2, gy - 30, "keys → (one block per column)", size=12, anchor="middle", weight="bold")
+    for j in range(n):
+        svg.text(gx + (j + 0.5) * c, gy - 10, f"block j = {j}", size=11, anchor="middle", colour=MUTED)
+    svg.text(gx - 10, gy - 10, "queries ↓", size=12, anchor="end", weight="bold")
+    for i in range(n):
+        svg.text(gx - 10, gy + (i + 0.5) * c + 4, f"q tile {i}", size=11, anchor="end", colour=MUTED)
+        for j in range(n):
+            x, y = gx + j * c, gy + i * c
+            if j > i:
+                svg.rect(x, y, c, c, "#f3f3f3", stroke="white", width=2)
+                continue
+            svg.rect(x, y, c, c, TEAL, opacity=0.85 if j < i else 0.55, stroke="white", width=2)
+            svg.text(x + c / 2 - 6, y + c / 2 - 2, f"step {i - j + 1}", size=11, anchor="middle", colour="white",
+                     weight="bold")
+            if i == j:
+                svg.text(x + c / 2 - 6, y + c / 2 + 13, "diagonal,", size=10, anchor="middle", colour="white")
+                svg.text(x + c / 2 - 6, y + c / 2 + 26, "masked", size=10, anchor="middle", colour="white")
+    for j in range(n):  # the walk: from the diagonal down to the last query tile
+        x = gx + j * c + c - 12
+        arrow(svg, x, gy + j * c + 10, x, gy + n * c - 6, colour="#1f4e4a", width=2)
+    # What a block keeps, under its column.
+    by = gy + n * c + 20
+    for j in range(n):
+        x = gx + j * c + 4
+        svg.rect(x, by, c - 8, 40, ORANGE, opacity=0.85)
+        svg.text(x + (c - 8) / 2, by + 16, "dk, dv", size=11, anchor="middle", colour="white", weight="bold")
+        svg.text(x + (c - 8) / 2, by + 31, "registers", size=10, anchor="middle", colour="white")
+    svg.text(gx - 10, by + 25, "kept", size=11, anchor="end", colour=MUTED)
+    lines(svg, gx - 96, by + 64, [
+        f"Block j: k and v of its {BACKWARD_TILE} keys loaded once; dk and dv ({BACKWARD_TILE} × 64 fp32,",
+        f"{BACKWARD_TILE // warps} keys a warp) add up in registers over {n} − j query tiles and are",
+        "written once, after the last: no other block touches them.",
+    ], size=12)
+
+    # dq's fp32 sums in global memory, one row of tiles each; every block adds into them.
+    sx = gx + n * c + 120
+    svg.text(sx + 60, gy - 30, "dq's sums, fp32", size=12, anchor="middle", weight="bold")
+    svg.text(sx + 60, gy - 12, "global memory (L2)", size=11, anchor="middle", colour=MUTED)
+    for i in range(n):
+        y = gy + i * c + 10
+        svg.rect(sx, y, 120, c - 20, PURPLE, opacity=0.22, stroke=PURPLE, width=1.5)
+        svg.text(sx + 60, y + 22, f"rows of q tile {i}", size=11, anchor="middle", weight="bold")
+        svg.text(sx + 60, y + 40, f"{i + 1} share{'s' if i else ''}: block{'s' if i else ''} "
+                 f"{'0' if i == 0 else f'0-{i}'}", size=11, anchor="middle", colour=TEXT)
+        arrow(svg, gx + n * c + 4, gy + i * c + c / 2, sx - 4, gy + i * c + c / 2, colour=PURPLE, width=1.8)
+    svg.text(gx + n * c + 60, gy + c / 2 - 8, "atomicAdd", size=11, anchor="middle", colour=PURPLE,
+             weight="bold")
+    # ... and are rounded once, by the third kernel.
+    dy = gy + n * c + 20
+    arrow(svg, sx + 60, gy + n * c - 8, sx + 60, dy - 2, colour=PURPLE)
+    svg.rect(sx, dy, 120, 40, PURPLE, opacity=0.85)
+    svg.text(sx + 60, dy + 16, "dq, bf16", size=11, anchor="middle", colour="white", weight="bold")
+    svg.text(sx + 60, dy + 31, "÷ √64, rounded once", size=10, anchor="middle", colour="white")
+
+    # One step of the walk, as the loop body does it.
+    px = sx + 146
+    svg.text(px, gy - 30, "Block j at query tile i (one step ↓)", size=12, weight="bold")
+    steps = [
+        ("q, dout of tile i + 1 load (cp.async)", "while this tile is computed on"),
+        ("Pᵀ = exp2(k·qᵀ·c − lse)", "recomputed from the saved lse"),
+        ("dv += Pᵀ·dout", "registers"),
+        ("dPᵀ = v·doutᵀ", ""),
+        ("dSᵀ = Pᵀ ∘ (dPᵀ − D)", ""),
+        ("dk += dSᵀ·q", "registers"),
+        ("dSᵀ → shared memory, barrier", "a query's row is spread over 4 warps"),
+        ("dq_i += dS·k: atomicAdd", "each warp 16 queries × 64"),
+    ]
+    y = gy - 4
+    for k, (what, note) in enumerate(steps):
+        colour = PURPLE if k >= 6 else ORANGE if k in (2, 5) else TEAL
+        svg.rect(px, y, 10, 10, colour, opacity=0.85)
+        svg.text(px + 16, y + 9, what, size=12, colour="#222")
+        if note:
+            svg.text(px + 16, y + 25, note, size=10, colour=MUTED)
+        y += 40 if note else 26
+    lines(svg, px, y + 12, [
+        "Five products per pair of tiles;",
+        "the first four stay inside a warp.",
+    ], size=11, colour=MUTED, step=15)
+
+    ny = by + 130
+    svg.line(24, ny - 16, W - 24, ny - 16, colour="#e3e3e3")
+    lines(svg, 24, ny + 4, [
+        "Why dq is different: dk and dv of a key depend on every query after it, and one block walks over all of "
+        "those. dq of a query depends",
+        "on every key before it, which many blocks own: so each block adds its share into fp32 sums with atomicAdd, "
+        "in whatever order the blocks",
+        "run (the last bits of dq can differ between runs), and a third kernel rounds the sums to bf16 once. At "
+        "T = 1024, HS = 64 a head has 136",
+        "pairs of tiles; one layer at B = 16 makes about 107 million such additions (the chapter's arithmetic).",
+    ], size=12)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# fusion_bytes.svg (chapter 04, "The fusions")
+
+# Bytes per step at GPT-2 124M, B x T = 16 x 1024 (N = 16,384, C = 768, bf16), counted as
+# docs/04_fused_kernels.md's table "The fusions" counts them: the traffic the fusion changes (a
+# matmul's own reads of its inputs are the same both ways and left out). Per call, in MiB:
+# one N x C activation is 24 MiB, one N x 4C 96 MiB; the logits N x 50257 bf16.
+N_POS, WIDTH, VOCAB, PARAMS, LAYERS = 16 * 1024, 768, 50257, 124_439_808, 12
+ACT = N_POS * WIDTH * 2 / MIB           # 24 MiB
+ACT4 = 4 * ACT                          # 96 MiB
+LOGITS = N_POS * VOCAB * 2 / MIB        # bf16 logits, 1.53 GiB
+
+
+def fusion_rows():
+    """(name, calls, unfused MiB per call, fused MiB per call, how, measured H200 time). Each
+    figure's arithmetic is the chapter's: unfused - fused per call is its "bytes saved" column."""
+    return [
+        # three reads of the bf16 logits, the fp32 probabilities written and read back, dlogits
+        # written; fused: two reads (online softmax), dlogits written over them
+        ("classifier: softmax, loss, dlogits", 1, 3 * LOGITS + 2 * 2 * LOGITS + LOGITS, 3 * LOGITS,
+         "3 reads + fp32 probabilities → 2 reads", "7.2 → 1.5 ms a step"),
+        # matmul writes x·Wᵀ, a bias kernel reads and writes it, GELU reads pre and writes out;
+        # fused: pre and out written by the epilogue
+        ("fc: bias + GELU in the matmul", LAYERS, ACT4 + 2 * ACT4 + 2 * ACT4, 2 * ACT4,
+         "GELU_AUX_BIAS epilogue", "0.4243 → 0.1514 ms a layer"),
+        # qkv (N x 3C), attn_proj and fc_proj (N x C): written, then read and written by the bias kernel
+        ("qkv, attn_proj, fc_proj: bias in the matmul", LAYERS, 3 * (3 * ACT + ACT + ACT), 3 * ACT + ACT + ACT,
+         "BIAS epilogue", "2.3 ms a step"),
+        # bias gradients: a column-sum kernel reads dout of qkv, attn_proj, fc and fc_proj again
+        ("bias gradients beside the weight gradients", LAYERS, 3 * ACT + ACT + ACT4 + ACT, 0,
+         "BGRADB epilogue", "none: separate kernels kept"),
+        # d(gelu out) written, read with pre, d(pre) written; fused: pre read, d(pre) written
+        ("GELU's backward in fc_proj's backward", LAYERS, 4 * ACT4, 2 * ACT4, "DGELU epilogue",
+         "0.3963 → 0.2720 ms a layer"),
+        # dinp kernel: dout, x, dinp read, dinp written; parameter kernel: dout, x read again
+        ("LayerNorm backward", 25, 6 * ACT, 4 * ACT, "one kernel, a warp per row", "both LayerNorm rows:"),
+        # the add reads a, b and writes the residual, the LayerNorm reads it and writes its output
+        ("residual add + LayerNorm forward", 24, 5 * ACT, 4 * ACT, "one kernel, a warp per row",
+         "37.1 → 1.7 ms a step"),
+        # 30 bytes a parameter for the update (fp32 weight r/w, gradient, m and v r/w, bf16 copy),
+        # 4 for the norm's read of the gradient: the same either way
+        ("AdamW: norm and update", 1, 34 * PARAMS / MIB, 34 * PARAMS / MIB, "18 launches → 3, same bytes",
+         "1.5162 → 1.1405 ms a step"),
+    ]
+
+
+def fusion_bytes(path, root):
+    rows = fusion_rows()
+    # The chapter's "bytes saved per step" column, to the precision it prints (GiB).
+    saved_printed = [7.7, 3.4, 2.8, 2.5, 2.3, 1.2, 0.6, 0.0]
+    for (name, calls, before, after, _, _), printed in zip(rows, saved_printed):
+        saved = calls * (before - after) * MIB / GIB
+        if abs(saved - printed) > 0.051:
+            raise AssertionError(f"fusion_bytes: {name} saves {saved:.2f} GiB, the chapter says {printed}")
+    W, H = 1000, 90 + 52 * len(rows) + 110
+    svg = Svg(W, H)
+    defs(svg)
+    title(svg, "Bytes moved per training step, before and after each fusion of stage 04",
+          "GPT-2 124M, B = 16, T = 1024 (N = 16,384 positions): counted from the kernels' interfaces as chapter 04 "
+          "counts them, not measured")
+    left, right = 330, 770  # bars from x = left; the measured times right of x = right
+    scale = (right - left - 70) / max(calls * before for _, calls, before, _, _, _ in rows) * GIB / MIB
+    svg.text(right + 10, 78, "measured, H200", size=12, weight="bold")
+    svg.text(right + 10, 92, "stage 03 → 04, 2026-11-27", size=11, colour=MUTED)
+    y = 108
+    for name, calls, before, after, how, measured in rows:
+        b, a = calls * before * MIB / GIB, calls * after * MIB / GIB
+        svg.text(24, y + 12, name, size=12, weight="bold")
+        svg.text(24, y + 28, f"{how}; {calls} call{'s' if calls > 1 else ''} a step" if calls > 1 else how,
+                 size=11, colour=MUTED)
+        svg.rect(left, y, b * scale, 16, RED, opacity=0.75)
+        svg.text(left + b * scale + 6, y + 12, f"{b:.2f} GiB", size=11)
+        svg.rect(left, y + 19, a * scale, 16, GREEN, opacity=0.9)
+        saved = b - a
+        svg.text(left + a * scale + 6, y + 31, f"{a:.2f} GiB" + (f"  (−{saved:.2f})" if saved > 0.005 else ""),
+                 size=11, weight="bold" if saved > 0.005 else "normal")
+        svg.text(right + 10, y + 22, measured, size=11, colour=TEXT)
+        y += 52
+    svg.line(left, 100, left, y - 10, colour="#888")
+    ly = y + 6
+    svg.rect(24, ly - 10, 16, 12, RED, opacity=0.75)
+    svg.text(46, ly, "unfused (stage 03)", size=12)
+    svg.rect(190, ly - 10, 16, 12, GREEN, opacity=0.9)
+    svg.text(212, ly, "fused (stage 04)", size=12)
+    lines(svg, 24, ly + 24, [
+        "The bytes each change affects, counted the chapter's way (a matmul's reads of its inputs are the same both "
+        "ways and left out; the",
+        "bias gradient's column sums move no bytes of their own when fused). Measured times: chapter 04, "
+        "\"Measured effect\", kernel benchmark of",
+        "2026-11-27 (H200). AdamW moves the same bytes: what changed is the launches and the 16-byte accesses.",
+    ], size=12)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# cuda_graph_timeline.svg (chapter 04, "CUDA Graphs")
+
+# From docs/04_fused_kernels.md, "Why small kernels are slow" and "Measured effect":
+OPS_PER_STEP = 300          # about 300 operations queued per step (read off the model graph)
+HOST_US_PER_OP = 5          # assumed host time to queue one operation
+KERNELS_MS_B16 = 56.0       # stage 04's per-op medians summed (kernel benchmark, H200, 2026-11-27)
+STEP_MS_B16 = 56.5          # stage 04's step, ladder, H200, 2026-11-27 (graph replayed)
+GPU_MS_B1 = 4.0             # B = 1: about 4 ms of GPU work if it shrank in proportion (predicted)
+
+
+def cuda_graph_timeline(path, root):
+    W, H = 1000, 600
+    svg = Svg(W, H)
+    defs(svg)
+    title(svg, "One training step with and without the CUDA Graph (stage 04)",
+          "schematic, from the chapter's figures, not a profile: ~300 operations a step, ~5 µs of host time to "
+          "queue each (assumed)")
+    left, right = 200, 960
+    host_ms = OPS_PER_STEP * HOST_US_PER_OP / 1000
+
+    def panel(y, heading, sub, total_ms, kernel_ms, tick_ms, note_without, note_with, ops_drawn=None, marks=()):
+        svg.text(24, y, heading, size=14, weight="bold")
+        svg.text(24, y + 18, sub, size=12, colour=MUTED)
+        scale = (right - left) / total_ms
+        ay = y + 40
+        ticks = [t * tick_ms for t in range(int(total_ms / tick_ms + 1e-9) + 1)]
+        for t in ticks:
+            svg.line(left + t * scale, ay, left + t * scale, ay + 176, colour="#eee")
+            svg.text(left + t * scale, ay - 4, f"{t:g} ms", size=10, anchor="middle", colour=MUTED)
+        rows = [("without graph", "host", "GPU"), ("with graph", "host", "GPU")]
+        for r, (mode, _, _) in enumerate(rows):
+            ry = ay + 8 + r * 88
+            svg.text(24, ry + 14, mode, size=12, weight="bold")
+            svg.text(left - 8, ry + 14, "host (CPU)", size=11, anchor="end", colour=MUTED)
+            svg.text(left - 8, ry + 46, "GPU", size=11, anchor="end", colour=MUTED)
+            if r == 0:  # every operation queued by the host, one at a time
+                svg.rect(left, ry + 2, host_ms * scale, 18, ORANGE, opacity=0.85)
+                svg.text(left + host_ms * scale + 6, ry + 15, note_without, size=11)
+            else:
+                svg.rect(left, ry + 2, max(2.0, 0.01 * scale), 18, ORANGE, opacity=0.85)
+                svg.text(left + 8, ry + 15, note_with, size=11)
+            # The GPU: the step's kernels (drawn as ops_drawn blocks), the first after one launch.
+            start = HOST_US_PER_OP / 1000
+            count = ops_drawn or OPS_PER_STEP
+            width = kernel_ms / count * scale
+            x = left + start * scale
+            blocks = []
+            for k in range(count):
+                blocks.append(f'<rect x="{x + k * width:.1f}" y="{ry + 34:.1f}" width="{max(width - 0.6, 0.4):.1f}" '
+                              f'height="18"/>')
+            svg.add(f'<g fill="{BLUE}" fill-opacity="0.85">' + "".join(blocks) + "</g>")
+        for row, ms, label in marks:  # where a step ends, measured or predicted
+            mx, ry = left + ms * scale, ay + 8 + row * 88
+            svg.line(mx, ry + 28, mx, ry + 58, colour="#222", width=1.5, dash="3,2")
+            svg.text(mx - 4, ry + 70, label, size=10, anchor="end", colour=TEXT)
+        return ay + 184
+
+    # B = 16: the measured step, to scale.
+    y = panel(92, "B = 16, to scale: the host is far ahead, so the graph has little to save",
+              f"stage 04 on an H200 (2026-11-27): kernels {KERNELS_MS_B16} ms (per-op medians summed), step "
+              f"{STEP_MS_B16} ms: ≤ {STEP_MS_B16 - KERNELS_MS_B16:.1f} ms outside the kernels", 60.0,
+              KERNELS_MS_B16, 10,
+              f"~{OPS_PER_STEP} launches × {HOST_US_PER_OP} µs ≈ {host_ms:.1f} ms, then the host waits",
+              "one cudaGraphLaunch", ops_drawn=60,
+              marks=((0, KERNELS_MS_B16 + 1.0, "not measured without the graph: predicted under 1 ms more"),
+                     (1, STEP_MS_B16, f"step: {STEP_MS_B16} ms measured")))
+    # B = 1: predicted, the same operations on a shorter step.
+    us_per_op = GPU_MS_B1 * 1000 / OPS_PER_STEP
+    panel(y + 28, "B = 1, predicted: the same ~300 operations share ~4 ms, ~13 µs each",
+          f"the host's {HOST_US_PER_OP} µs a launch is now {host_ms / GPU_MS_B1:.0%} of the GPU's time; a host slower "
+          f"than ~{us_per_op:.0f} µs an operation would leave the GPU waiting between kernels", 4.5,
+          GPU_MS_B1, 0.5, f"{OPS_PER_STEP} × {HOST_US_PER_OP} µs ≈ {host_ms:.1f} ms of host work",
+          "one cudaGraphLaunch: the host is free for the next batch", ops_drawn=60)
+    svg.text(24, H - 14, f"Each blue block stands for 5 of the {OPS_PER_STEP} operations. Gaps between dependent "
+             "kernels are too small to draw at this scale; the chapter predicts under 1 ms a step at B = 16.",
+             size=11, colour=MUTED)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# ring_all_reduce.svg (chapter 06, "The idea" and "Buckets: summing while backward runs")
+
+RING = 4  # ranks drawn
+
+
+def ring_states(n):
+    """The contributors of every chunk on every rank after each step of a ring all-reduce:
+    n - 1 steps of reduce-scatter (rank r sends chunk (r - s) mod n to rank r + 1, which adds it),
+    then n - 1 of all-gather (rank r sends its finished chunk (r + 1 - s) mod n, which is copied)."""
+    state = [[frozenset([r]) for _ in range(n)] for r in range(n)]
+    history = [("start", [row[:] for row in state], set())]
+    for s in range(n - 1):
+        sent = {(r, (r - s) % n) for r in range(n)}
+        new = [row[:] for row in state]
+        for r, c in sent:
+            new[(r + 1) % n][c] = state[(r + 1) % n][c] | state[r][c]
+        state = new
+        history.append((f"reduce-scatter {s + 1}", [row[:] for row in state], sent))
+    full = frozenset(range(n))
+    if any(state[r][(r + 1) % n] != full for r in range(n)):
+        raise AssertionError("reduce-scatter did not finish a chunk on every rank")
+    for s in range(n - 1):
+        sent = {(r, (r + 1 - s) % n) for r in range(n)}
+        new = [row[:] for row in state]
+        for r, c in sent:
+            new[(r + 1) % n][c] = state[r][c]
+        state = new
+        history.append((f"all-gather {s + 1}", [row[:] for row in state], sent))
+    if any(chunk != full for row in state for chunk in row):
+        raise AssertionError("the all-gather did not give every rank every sum")
+    return history
+
+
+def bucket_sizes():
+    """Parameters of one block's bucket and of the last one (wte, wpe, ln_f), GPT-2 124M with the
+    vocabulary padded to 50,304 rows: common/train/parallel.h, gradient_buckets."""
+    C, Vp, T = 768, 50304, 1024
+    block = (2 * C) + (3 * C * C + 3 * C) + (C * C + C) + (2 * C) + (4 * C * C + 4 * C) + (4 * C * C + C)
+    last = Vp * C + T * C + 2 * C
+    # The chapter's figures ("A scaling model"): 7,087,872 a block, 39,421,440 the last, P in all.
+    if (block, last, 12 * block + last) != (7_087_872, 39_421_440, 124_475_904):
+        raise AssertionError(f"bucket sizes {block}, {last} are not the chapter's")
+    return block, last
+
+
+def ring_all_reduce(path, root):
+    history = ring_states(RING)
+    block, last = bucket_sizes()
+    W, H = 1000, 700
+    svg = Svg(W, H)
+    defs(svg)
+    title(svg, "Stage 06's gradient sum: a ring all-reduce per bucket, during backward",
+          f"top: the ring on {RING} GPUs, gradients cut into {RING} chunks; bottom: the last micro-batch's backward "
+          "and the all-reduces on the second stream")
+    cw, ch = 40, 24
+    gx, gy = 170, 96
+    gap = 200
+    for r in range(RING):
+        svg.text(gx + r * gap + RING * cw / 2, gy, f"GPU {r}", size=12, anchor="middle", weight="bold")
+        for c in range(RING):
+            svg.text(gx + r * gap + (c + 0.5) * cw, gy + 16, f"c{c}", size=10, anchor="middle", colour=MUTED)
+    y = gy + 24
+    for step, (label, state, sent) in enumerate(history):
+        if step == RING:
+            svg.line(24, y - 4, W - 24, y - 4, colour="#ddd", dash="4,3")
+        svg.text(24, y + 16, label, size=12, colour=TEXT, weight="bold" if step in (0, RING - 1, 2 * RING - 2)
+                 else "normal")
+        for r in range(RING):
+            for c in range(RING):
+                who = state[r][c]
+                x = gx + r * gap + c * cw
+                full = len(who) == RING
+                fill = PURPLE if full else BLUE
+                svg.rect(x + 1, y + 1, cw - 2, ch - 2, fill, opacity=0.9 if full else 0.12 + 0.2 * len(who),
+                         stroke=ORANGE if (r, c) in sent else "white", width=2.5 if (r, c) in sent else 1)
+                text = "Σ" if full else "+".join(str(k) for k in sorted(who))
+                svg.text(x + cw / 2, y + 16, text, size=11 if full else 10, anchor="middle",
+                         colour="white" if full else "#222", weight="bold" if full else "normal")
+        y += ch + 6
+    ly = y + 10
+    svg.rect(24, ly - 10, 22, 14, BLUE, opacity=0.32)
+    svg.text(52, ly + 1, "0+1: the sum of those GPUs' gradients", size=11)
+    svg.rect(300, ly - 10, 22, 14, PURPLE, opacity=0.9)
+    svg.text(328, ly + 1, "Σ: the sum over all GPUs", size=11)
+    svg.rect(510, ly - 10, 22, 14, "white", stroke=ORANGE, width=2.5)
+    svg.text(538, ly + 1, "sent this step to the next GPU (GPU 3 → GPU 0)", size=11)
+    n8 = 8
+    S = 4 * (12 * block + last)
+    per_gpu = 2 * (n8 - 1) / n8 * S
+    lines(svg, 24, ly + 24, [
+        "Reduce-scatter: each GPU sends one chunk to the next and adds the one it receives; after N − 1 steps "
+        "each GPU holds the sum",
+        "of one chunk. All-gather: the finished sums are passed on around the ring, N − 1 steps more.",
+    ], size=12)
+    ly += 38
+    svg.text(24, ly + 24, f"Each of the 2(N − 1) steps sends 1/N of the gradients per GPU: 2(N − 1)/N × S in all. "
+             f"GPT-2 124M, S = {S / 1e6:.1f} MB of fp32 gradients, N = {n8}: {per_gpu / 1e6:.0f} MB per GPU.",
+             size=12)
+
+    # The bucket overlap: main stream backward, blocks 11 .. 0 then the embeddings; each bucket's
+    # all-reduce on the second stream as soon as it is final. Widths: blocks schematic, all-reduces
+    # in proportion to their bytes.
+    ty = ly + 62
+    svg.line(24, ty - 22, W - 24, ty - 22, colour="#e3e3e3")
+    svg.text(24, ty, "The last micro-batch's backward (earlier micro-batches only add up gradients locally, and "
+             "send nothing)", size=14, weight="bold")
+    x0, bw = 150, 40
+    my, cy = ty + 40, ty + 100
+    svg.text(x0 - 10, my + 15, "main stream", size=11, anchor="end", weight="bold")
+    svg.text(x0 - 10, cy + 15, "second stream", size=11, anchor="end", weight="bold")
+    svg.text(x0 - 10, cy + 30, "(high priority)", size=10, anchor="end", colour=MUTED)
+    svg.rect(x0, my, 70, 22, "#bbb")
+    svg.text(x0 + 35, my + 15, "LM head", size=10, anchor="middle", colour="#222")
+    svg.text(x0 + 70 + 6 * bw, my - 8, "backward of blocks 11, 10, …, 0", size=11, anchor="middle", colour=MUTED)
+    x = x0 + 70
+    per_block_w = 0.5 * bw  # an all-reduce of one block's bucket, against a block's backward
+    unit = per_block_w / block
+    for b in range(12):
+        svg.rect(x + 1, my, bw - 2, 22, TEAL, opacity=0.85)
+        svg.text(x + bw / 2, my + 15, f"{11 - b}", size=11, anchor="middle", colour="white", weight="bold")
+        arrow(svg, x + bw - 1, my + 23, x + bw + 3, cy - 2, colour="#999", width=1)
+        svg.rect(x + bw + 3, cy, block * unit, 22, PURPLE, opacity=0.8)
+        if b in (0, 11):
+            svg.text(x + bw + 3 + block * unit / 2, cy + 36, f"bucket {b}", size=10, anchor="middle", colour=MUTED)
+        x += bw
+    svg.rect(x + 1, my, 60, 22, "#999")
+    svg.text(x + 31, my + 15, "embed.", size=10, anchor="middle", colour="white")
+    x += 61
+    arrow(svg, x - 1, my + 23, x + 3, cy - 2, colour="#999", width=1)
+    svg.rect(x + 3, cy, last * unit, 22, PURPLE, opacity=0.95)
+    svg.text(x + 3 + last * unit / 2, cy + 15, "bucket 12", size=10, anchor="middle", colour="white")
+    svg.text(x + 3 + last * unit / 2, cy + 36, "wte, wpe, ln_f", size=10, anchor="middle", colour=MUTED)
+    end = x + 3 + last * unit
+    svg.rect(x + 3, my, end - x - 3, 22, "none", stroke="#bbb", dash="3,3")
+    svg.text(x + 3 + (end - x - 3) / 2, my + 15, "waits", size=10, anchor="middle", colour=MUTED)
+    svg.rect(end + 2, my, 70, 22, YELLOW, opacity=0.9)
+    svg.text(end + 37, my + 15, "AdamW", size=10, anchor="middle", colour="#222")
+    lines(svg, 24, cy + 64, [
+        f"A block's bucket: its slice of each of the 12 per-layer tensors, {block:,} parameters "
+        f"({4 * block / 1e6:.1f} MB of fp32); the last, {last:,} ({4 * last / 1e6:.1f} MB),",
+        "almost all wte, whose gradient is final only after the embedding's backward. Each all-reduce waits on an "
+        "event for its block, runs",
+        "beside the blocks below it, and only the last one is left for AdamW to wait for. Schematic: the "
+        "all-reduces' widths are in proportion",
+        "to their bytes, the blocks' are not to scale; stage 06 has not run on several GPUs, so none of this is "
+        "measured.",
+    ], size=12)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# memory_per_stage.svg (chapters 00-06)
+
+MEMORY_CHANGES = {  # what each stage changed in memory, from the chapters' "Memory" sections
+    "01": "TF32: the same buffers",
+    "02": "bf16 activations, logits",
+    "03": "no T × T attention saved",
+    "04": "fused classifier, logits in chunks",
+    "05": "padded vocabulary",
+    "06": "one process: as stage 05",
+}
+
+
+def memory_per_stage(path, root):
+    rows = ladder_rows(root)
+    stages = [f"{s:02d}" for s in range(7)]
+    W, H = 960, 520
+    svg = Svg(W, H)
+    defs(svg, hatches=[GREY])
+    title(svg, "Device memory per stage: GPT-2 124M, B = 16, T = 1024",
+          "the trainer's peak (its buffers, cuBLASLt's workspace; not CUDA's context), from the ladders' "
+          "results files")
+    left, top, bottom = 80, 80, 400
+    gib_max = 32
+    scale = (bottom - top) / gib_max
+
+    def Y(v):
+        return bottom - v * scale
+
+    for t in range(0, gib_max + 1, 4):
+        svg.line(left, Y(t), W - 24, Y(t), colour="#e9e9e9")
+        svg.text(left - 8, Y(t) + 4, f"{t}", size=11, anchor="end")
+    svg.text(30, (top + bottom) / 2, "GiB", size=12, anchor="middle", rotate=-90)
+    group = (W - 24 - left) / len(stages)
+    bar = 56
+    previous = None
+    for i, stage in enumerate(stages):
+        cx = left + group * (i + 0.5)
+        measured = [(gpu, rows[(gpu, "cpp", stage)]) for gpu in ("H200", "H100") if (gpu, "cpp", stage) in rows]
+        colour = STAGE_COLOURS[i]
+        if measured:
+            values = {int(row["peak_memory_bytes"]) for _, row in measured}
+            if len(values) != 1:
+                raise AssertionError(f"stage {stage}: the GPUs measured different peaks {values}; draw both")
+            gib = values.pop() / GIB
+            svg.rect(cx - bar / 2, Y(gib), bar, bottom - Y(gib), colour, opacity=0.9)
+            svg.text(cx, Y(gib) - 22, f"{gib:.2f} GiB", size=12, anchor="middle", weight="bold")
+            svg.text(cx, Y(gib) - 8, " + ".join(gpu for gpu, _ in measured), size=10, anchor="middle",
+                     colour=MUTED)
+            if previous is not None:
+                delta = gib - previous
+                if abs(delta) >= 0.005:
+                    text = f"{delta:+.2f} GiB"
+                else:
+                    text = f"{delta * GIB / MIB:+.1f} MiB" if delta else "±0"
+                svg.text(cx, bottom + 54, text.replace("-", "−"), size=11, anchor="middle", weight="bold",
+                         colour=TEXT)
+            previous = gib
+        else:  # not measured: none at present; the chapter's estimate would be drawn hatched here
+            svg.text(cx, bottom - 10, "not measured", size=10, anchor="middle", colour=MUTED)
+        svg.text(cx, bottom + 18, stage, size=13, anchor="middle", weight="bold")
+        svg.text(cx, bottom + 34, STAGE_NAMES[i], size=11, anchor="middle", colour="#444")
+        for k, part in enumerate(wrap(MEMORY_CHANGES.get(stage, "fp32 baseline"), 18)):
+            svg.text(cx, bottom + 70 + 13 * k, part, size=10, anchor="middle", colour=MUTED)
+    svg.line(left, bottom, W - 24, bottom, colour="#444")
+    svg.text(left - 8, bottom + 54, "change", size=11, anchor="end", colour=MUTED)
+    ly = H - 20
+    svg.rect(24, ly - 11, 16, 12, GREY)
+    svg.text(46, ly, "every bar measured: H200 2026-11-27 (every stage), H100 2026-11-23 (00-02, the same "
+             "bytes); peak_memory_bytes of docs/results/*/ladder/results.csv", size=11)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# number_formats.svg (chapters 01 and 02)
+
+FORMATS = [  # name, exponent bits, mantissa bits, what the chapter says of it
+    ("fp32", 8, 23, "weights, optimizer state; stages 00-01 everywhere"),
+    ("TF32", 8, 10, "inside the tensor cores only (stage 01): fp32 words, 13 bits not read"),
+    ("bf16", 8, 7, "activations and matmul operands from stage 02 on: fp32's top half"),
+    ("fp16", 5, 10, "not used here: 3 more bits than bf16, but tiny gradients fall below its range (chapter 02)"),
+]
+
+
+def fp32_bits(x):
+    return struct.unpack(">I", struct.pack(">f", x))[0]
+
+
+def round_fp32_bits(bits, drop):
+    """fp32 bits with the low `drop` mantissa bits rounded off, to nearest, ties to even."""
+    half = 1 << (drop - 1)
+    low = bits & ((1 << drop) - 1)
+    bits >>= drop
+    if low > half or (low == half and bits & 1):
+        bits += 1
+    return bits << drop
+
+
+def format_properties(e, m):
+    bias = 2 ** (e - 1) - 1
+    return dict(max=(2 - 2.0 ** -m) * 2.0 ** bias, min_normal=2.0 ** (1 - bias), eps=2.0 ** -m, bias=bias)
+
+
+def encode(x, name):
+    """The bits (as a string) and the value of x in the format `name`."""
+    if name == "fp32":
+        bits = fp32_bits(x)
+        return f"{bits:032b}", struct.unpack(">f", struct.pack(">I", bits))[0]
+    if name in ("TF32", "bf16"):
+        drop = 13 if name == "TF32" else 16
+        bits = round_fp32_bits(fp32_bits(x), drop)
+        value = struct.unpack(">f", struct.pack(">I", bits))[0]
+        return f"{bits:032b}"[:32 - drop], value
+    bits = struct.unpack(">H", struct.pack(">e", x))[0]
+    return f"{bits:016b}", struct.unpack(">e", struct.pack(">H", bits))[0]
+
+
+def check_formats():
+    """The arithmetic against the machine's own formats: fp32 and fp16 from struct."""
+    largest_fp32 = struct.unpack(">f", bytes.fromhex("7f7fffff"))[0]
+    largest_bf16 = struct.unpack(">f", bytes.fromhex("7f7f0000"))[0]
+    largest_fp16 = struct.unpack(">e", bytes.fromhex("7bff"))[0]
+    largest_tf32 = struct.unpack(">f", bytes.fromhex("7f7fe000"))[0]  # fp32's word, the low 13 bits 0
+    got = {name: format_properties(e, m)["max"] for name, e, m, _ in FORMATS}
+    if got != {"fp32": largest_fp32, "TF32": largest_tf32, "bf16": largest_bf16, "fp16": largest_fp16}:
+        raise AssertionError(f"largest values {got}")
+    if encode(math.pi, "bf16")[1] != 3.140625:  # chapter 02: "π becomes 3.140625"
+        raise AssertionError("π in bf16")
+
+
+def sci(x):
+    exponent = math.floor(math.log10(abs(x)))
+    mantissa = x / 10 ** exponent
+    sup = str(exponent).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+    return f"{mantissa:.2f} × 10{sup}"
+
+
+def power_of_two(k):
+    return "2" + str(k).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+
+
+def number_formats(path, root):
+    check_formats()
+    W, H = 980, 640
+    svg = Svg(W, H)
+    defs(svg, hatches=[GREY])
+    title(svg, "Four floating-point formats, bit by bit: π in each",
+          "sign, exponent, mantissa; value = (−1)^sign × 1.mantissa × 2^(exponent − bias). "
+          "Range and precision computed from the bit counts.")
+    bw, x0 = 22, 110
+    y = 92
+    for name, e, m, use in FORMATS:
+        p = format_properties(e, m)
+        bits, value = encode(math.pi, name)
+        total = 1 + e + m
+        svg.text(24, y + 17, name, size=15, weight="bold")
+        svg.text(24, y + 33, f"1 + {e} + {m}", size=11, colour=MUTED)
+        colours = [RED] + [BLUE] * e + [GREEN] * m
+        for k in range(total):
+            svg.rect(x0 + k * bw, y, bw - 2, 24, colours[k], opacity=0.85)
+            svg.text(x0 + k * bw + (bw - 2) / 2, y + 17, bits[k], size=12, anchor="middle", colour="white",
+                     weight="bold")
+        if name == "TF32":  # the 13 low bits of the fp32 word the tensor core does not read
+            for k in range(total, 32):
+                svg.rect(x0 + k * bw, y, bw - 2, 24, hatch(GREY), stroke="#bbb", width=0.8)
+        # The fields' names over the first row only; widths under each row.
+        under = y + 40
+        svg.text(x0 + (bw - 2) / 2, under, "s", size=10, anchor="middle", colour=RED)
+        svg.text(x0 + bw * (1 + e / 2), under, f"exponent ({e}, bias {p['bias']})", size=10, anchor="middle",
+                 colour=BLUE)
+        svg.text(x0 + bw * (1 + e + m / 2), under, f"mantissa ({m})", size=10, anchor="middle", colour=GREEN)
+        svg.text(x0, y + 60, f"largest {sci(p['max'])}  ·  smallest normal {sci(p['min_normal'])}  ·  "
+                 f"epsilon {power_of_two(-m)} ≈ {sci(p['eps'])}  ·  π → {value!r}", size=12)
+        svg.text(x0, y + 77, use, size=11, colour=MUTED)
+        y += 118
+    lines(svg, 24, y + 2, [
+        "Epsilon is the gap between 1 and the next number: the relative precision. bf16 keeps fp32's 8 exponent "
+        "bits (the same range) and 7 of",
+        "its 23 mantissa bits, so converting is rounding away the low half of the word; fp16 has 3 more mantissa "
+        "bits but 3 fewer exponent bits.",
+        "Grey hatching: the 13 bits of an fp32 word that TF32 leaves out (rounded here to nearest, ties to even).",
+    ], size=12)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# ladder.svg (docs/README.md and README.md)
+
+# Predicted tokens/s on an H100 for the stages not measured there: each chapter's "Measured
+# effect" (03: "stage 03, predicted (H100) ≈ 151.6K"; 04: "272K to 283K"; 05: "443K to 472K").
+PREDICTED_H100 = {"03": (151.6e3, 151.6e3), "04": (272e3, 283e3), "05": (443e3, 472e3)}
+
+
+def ladder(path, root):
+    rows = ladder_rows(root)
+    stages = [f"{s:02d}" for s in range(7)]
+    W, H = 980, 790
+    svg = Svg(W, H)
+    defs(svg, hatches=[STAGE_COLOURS[int(s)] for s in PREDICTED_H100])
+    title(svg, "The ladder: training throughput per stage, GPT-2 124M, B = 16, T = 1024",
+          "tokens/s, median over the timed steps (higher is better); every stage beside its PyTorch counterpart, "
+          "on one GPU")
+    left, right = 86, W - 24
+    vmax = 550e3
+    group = (right - left) / len(stages)
+    bar = 34
+
+    def panel(top, gpu, date, height=230):
+        bottom = top + height
+
+        def Y(v):
+            return bottom - v / vmax * height
+
+        svg.text(left, top - 12, f"NVIDIA {gpu}, measured {date}", size=14, weight="bold")
+        for t in range(0, int(vmax) + 1, 100_000):
+            svg.line(left, Y(t), right, Y(t), colour="#e9e9e9")
+            svg.text(left - 8, Y(t) + 4, fmt_si(t) if t else "0", size=11, anchor="end")
+        svg.text(30, (top + bottom) / 2, "tokens/s", size=12, anchor="middle", rotate=-90)
+        for i, stage in enumerate(stages):
+            cx = left + group * (i + 0.5)
+            colour = STAGE_COLOURS[i]
+            cpp, torch = rows.get((gpu, "cpp", stage)), rows.get((gpu, "torch", stage))
+            bx = cx - bar - 3
+            if cpp:
+                v = float(cpp["tokens_per_s"])
+                svg.rect(bx, Y(v), bar, bottom - Y(v), colour)
+                svg.text(bx + bar / 2, Y(v) - 6, fmt_si(v), size=11, anchor="middle", weight="bold")
+            elif gpu == "H100" and stage in PREDICTED_H100:
+                lo, hi = PREDICTED_H100[stage]
+                mid = (lo + hi) / 2
+                svg.rect(bx, Y(mid), bar, bottom - Y(mid), hatch(colour), stroke=colour, width=1.5)
+                if hi > lo:
+                    svg.line(bx + bar / 2, Y(hi), bx + bar / 2, Y(lo), colour="#222", width=1.5)
+                    svg.line(bx + bar / 2 - 6, Y(hi), bx + bar / 2 + 6, Y(hi), colour="#222", width=1.5)
+                    svg.line(bx + bar / 2 - 6, Y(lo), bx + bar / 2 + 6, Y(lo), colour="#222", width=1.5)
+                text = f"{fmt_si(lo)}-{fmt_si(hi)}" if hi > lo else f"≈{fmt_si(lo)}"
+                svg.text(bx + bar / 2, Y(hi) - 6, text, size=10, anchor="middle", colour=TEXT)
+            else:
+                svg.text(bx + bar / 2, bottom - 6, "—", size=11, anchor="middle", colour=MUTED)
+            if torch:
+                v = float(torch["tokens_per_s"])
+                svg.rect(cx + 3, Y(v), bar, bottom - Y(v), colour, stroke=colour, width=1.8, dash="5,3",
+                         opacity=0.3)
+                svg.text(cx + 3 + bar / 2, Y(v) - 6, fmt_si(v), size=11, anchor="middle")
+            svg.text(cx, bottom + 18, stage, size=13, anchor="middle", weight="bold")
+            svg.text(cx, bottom + 33, STAGE_NAMES[i], size=11, anchor="middle", colour="#444")
+        svg.line(left, bottom, right, bottom, colour="#444")
+        return bottom
+
+    b = panel(104, "H200", LADDER_FILES["H200"][0])
+    b = panel(b + 90, "H100", LADDER_FILES["H100"][0])
+    ly = b + 60
+    svg.rect(24, ly - 11, 16, 12, "#777")
+    svg.text(46, ly, "C++ stage, measured", size=12)
+    svg.rect(200, ly - 11, 16, 12, "#777", stroke="#777", width=1.5, dash="4,2", opacity=0.3)
+    svg.text(222, ly, "PyTorch counterpart, measured", size=12)
+    svg.rect(430, ly - 11, 16, 12, hatch(STAGE_COLOURS[4]), stroke=STAGE_COLOURS[4], width=1.5)
+    svg.text(452, ly, "C++ stage, predicted by its chapter for an H100 (range: I)", size=12)
+    lines(svg, 24, ly + 24, [
+        "Read from docs/results/2026-11-27_h200/ladder*/results.csv and 2026-11-23_h100/ladder/results.csv. "
+        "—: not run on that GPU;",
+        "PyTorch's eager fp32, TF32 and bf16 entries did not run on the H200. Stage 06 on several GPUs has not "
+        "run (chapter 06 has a",
+        "scaling model, not a measurement); on one GPU it is stage 05 with NCCL's hooks.",
+    ], size=11, colour=MUTED, step=16)
+    svg.write(str(path))
+
+
+FIGURES = {
+    "online_softmax.svg": online_softmax,
+    "flash_backward_walk.svg": flash_backward_walk,
+    "fusion_bytes.svg": fusion_bytes,
+    "cuda_graph_timeline.svg": cuda_graph_timeline,
+    "ring_all_reduce.svg": ring_all_reduce,
+    "memory_per_stage.svg": memory_per_stage,
+    "number_formats.svg": number_formats,
+    "ladder.svg": ladder,
+}
+
