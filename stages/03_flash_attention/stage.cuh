@@ -6,6 +6,7 @@
 // PyTorch equivalent: F.scaled_dot_product_attention(q, k, v, is_causal=True)
 #pragma once
 #include "../02_bf16_autocast/stage.cuh"
+#include "basic_flash_forward.cuh"  // the forward without tensor cores: for the tests and the benchmark only
 #include "flash_attention.cuh"
 
 namespace gpt {

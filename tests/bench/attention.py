@@ -4,7 +4,8 @@ size of 64, for each built C++ stage (its bench_stageNN, --ops Attention) and fo
 scaled_dot_product_attention with each backend this PyTorch offers (flash, cuDNN, memory-
 efficient), on the same GPU in the same run. From stage 03 on, the stage's benchmark-only
 variants are timed too (bench_stageNN --attention-variants yes; tests/bench/attention_variants.cuh):
-stage 03's kernels before FlashAttention-2's design, 16 rows per warp, a deterministic dq. They
+stage 03's kernels before FlashAttention-2's design, 16 rows per warp, a deterministic dq, and
+the forward without tensor cores (stages/03_flash_attention/basic_flash_forward.cuh). They
 are the same in every later stage, which uses stage 03's attention: they are run for the first
 such stage only.
 

@@ -9,6 +9,9 @@
 //   deterministic dq                     the stage's forward; its backward without dq, which a kernel
 //                                        of its own then makes (before's): 7 products instead of 5,
 //                                        no atomic additions, the same bits on every run
+//   no tensor cores (forward)            the stage's algorithm alone in fp32 arithmetic, one query
+//                                        row per thread (stages/03_flash_attention/basic_flash_forward.cuh,
+//                                        the stage's first exercise); the stage's backward
 //
 // Included after the header of a stage from 03 on (bench_stage.cu.in, test_stage.cu.in), which
 // brings stage 03's flash_attention.cuh: from the stage's own tree, which in a workshop build is
@@ -434,7 +437,8 @@ struct FlashAttentionDeterministicDq : stage03::FlashAttention {
 
 template <>
 struct AttentionVariants<stage03::FlashAttention> {
-    using type = std::tuple<stage03::before::FlashAttention, FlashAttention16Rows, FlashAttentionDeterministicDq>;
+    using type = std::tuple<stage03::before::FlashAttention, FlashAttention16Rows, FlashAttentionDeterministicDq,
+                            stage03::BasicFlashForward>;
 };
 
 }  // namespace gpt::bench

@@ -33,6 +33,7 @@
 #include "cuda/check.cuh"
 #include "cuda/device.cuh"
 #include "attention_variants.h"
+#include "matmul_variants.h"
 #include "measure.cuh"
 #include "model/config.h"
 #include "model/params.h"
@@ -52,6 +53,7 @@ struct KernelBenchOptions {
     std::string ops;  // a regular expression over "op pass"; empty: every row
     std::string json;  // empty: no JSON file
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
+    bool matmul_variants = false;     // also the hand-written kernel of the stage's matmul arithmetic
 };
 
 inline std::string kernel_bench_usage(const std::string& program, const std::string& stage) {
@@ -71,7 +73,12 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "  --attention-variants yes|no\n"
            "                 also time the variants of the stage's attention that only the benchmark\n"
            "                 builds (stage 03 on: its kernels before FlashAttention-2's design, 16 rows\n"
-           "                 per warp, a deterministic dq; tests/bench/attention_variants.cuh) [no]\n"
+           "                 per warp, a deterministic dq, the forward without tensor cores;\n"
+           "                 tests/bench/attention_variants.cuh) [no]\n"
+           "  --matmul-variants yes|no\n"
+           "                 also time the hand-written kernel of the stage's matmul arithmetic, forward\n"
+           "                 only, at the five matmul shapes (stage 01: its TF32 WMMA kernel,\n"
+           "                 stages/01_tf32/tf32_wmma_matmul.cuh; other stages have none) [no]\n"
            "  --help         this text\n\n"
            "Exit status: 0 every row measured or skipped (a row that needs more device memory than\n"
            "is free is skipped, and says so), 1 an op failed or a CUDA error, 2 a bad option,\n"
@@ -102,7 +109,9 @@ inline std::regex ops_regex(const std::string& pattern) {
 inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int max_seq, bool& help) {
     KernelBenchOptions o;
     for (const auto& [option, value] :
-         option_pairs(argc, argv, {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json", "--attention-variants"},
+         option_pairs(argc, argv,
+                      {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json", "--attention-variants",
+                       "--matmul-variants"},
                       help)) {
         if (option == "--batch") o.batches = parse_batch_list(option, value);
         else if (option == "--seq") o.seq = static_cast<int>(parse_whole_number(option, value, 1, max_seq));
@@ -112,6 +121,10 @@ inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int 
             if (value != "yes" && value != "no")
                 throw UsageError("option --attention-variants: '" + value + "' is not yes or no");
             o.attention_variants = value == "yes";
+        } else if (option == "--matmul-variants") {
+            if (value != "yes" && value != "no")
+                throw UsageError("option --matmul-variants: '" + value + "' is not yes or no");
+            o.matmul_variants = value == "yes";
         } else if (option == "--ops") {
             ops_regex(value);  // a bad pattern is a usage error now, not after the ceilings
             o.ops = value;
@@ -433,6 +446,7 @@ class KernelBench {
             matmul(B, "fc", C, 4 * C, true);
             matmul(B, "fc_proj", 4 * C, C, true);
             matmul(B, "lm_head", C, Vp_, false);
+            if (options_.matmul_variants) hand_written_matmuls(B);
             attention(B);
             gelu(B);
             residual(B);
@@ -524,6 +538,36 @@ class KernelBench {
             float* dbias = with_bias ? c.floats(OC, 0.01f) : nullptr;
             c.time("backward",
                    [&] { O::Matmul::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, N, C, OC); });
+        });
+    }
+
+    // The hand-written kernel of the stage's matmul arithmetic, where it has one (matmul_variants.h:
+    // stage 01's TF32 WMMA kernel), at the same five shapes as the Matmul rows above: forward only.
+    void hand_written_matmuls(int B) {
+        using HandWritten = typename HandWrittenMatmul<cuda::MatmulMath<S::kPrecision>>::type;
+        if constexpr (!std::is_void_v<HandWritten>) {
+            const int C = C_;
+            hand_written_matmul<HandWritten>(B, "qkv", C, 3 * C, true);
+            hand_written_matmul<HandWritten>(B, "attn_proj", C, C, true);
+            hand_written_matmul<HandWritten>(B, "fc", C, 4 * C, true);
+            hand_written_matmul<HandWritten>(B, "fc_proj", 4 * C, C, true);
+            hand_written_matmul<HandWritten>(B, "lm_head", C, Vp_, false);
+        }
+    }
+    template <class M>
+    void hand_written_matmul(int B, const char* which, int C, int OC, bool with_bias) {
+        const int N = B * options_.seq;
+        const OpSizes s = sizes(B);
+        Case c(*this, "Matmul", std::string(which) + " (" + M::label + ")",
+               rows_shape(N, C) + " OC=" + std::to_string(OC), B,
+               {{"forward", cost::matmul_forward(s, C, OC, with_bias)}});
+        c.set_source(detail::where<M>());
+        c.run([&] {
+            const act_t* inp = c.acts(size_t(N) * C);
+            const act_t* weight = c.acts(size_t(OC) * C, 0.05f);
+            const act_t* bias = with_bias ? c.acts(OC, 0.05f) : nullptr;
+            act_t* out = c.acts(size_t(N) * OC);
+            c.time("forward", [&] { M::forward(ctx(), out, inp, weight, bias, N, C, OC); });
         });
     }
 

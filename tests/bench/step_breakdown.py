@@ -143,6 +143,8 @@ SLOTS = {
 NOT_IN_A_STEP = [
     (re.compile(r"^Matmul lm_head at \d+ "),
      "the LM head at another width (stage 05's padding question); a step runs `Matmul lm_head`"),
+    (re.compile(r"^Matmul \w+ \(.+\) "),
+     "a hand-written matmul kernel (--matmul-variants yes); a step runs the library's"),
 ]
 
 

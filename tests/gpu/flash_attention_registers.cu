@@ -1,11 +1,13 @@
 // Built, never run: every kernel of stage 03's attention (those of the stage's template, which the
-// trainer and the benchmark's 16-rows and deterministic-dq variants use; not the benchmark's copy of
-// the kernels as they were before), compiled with ptxas reporting each one's registers (-v) and a
-// spill or any other use of local memory made an error (-warn-spills -warn-lmem-usage -Werror).
+// trainer and the benchmark's 16-rows and deterministic-dq variants use, and the forward without
+// tensor cores; not the benchmark's copy of the kernels as they were before), compiled with ptxas
+// reporting each one's registers (-v) and a spill or any other use of local memory made an error
+// (-warn-spills -warn-lmem-usage -Werror).
 // The kernels keep their tiles in registers; one that spills reads and writes local memory in its
 // inner loop, the kind of slowdown that no test catches. tests/gpu/checks.cmake builds it with
 // stage 03 for sm_80 and sm_90, the architectures the kernels are written for, whatever the build's
 // own: the build log shows the registers of each kernel on both, and a spill on either stops it.
+#include "../../stages/03_flash_attention/basic_flash_forward.cuh"
 #include "../../stages/03_flash_attention/flash_attention.cuh"
 
 namespace gpt {
@@ -22,6 +24,7 @@ void instantiate(CudaBackend::Context& ctx) {
 void instantiate_every_attention_kernel(CudaBackend::Context& ctx) {
     instantiate<stage03::FlashAttention>(ctx);  // the trainer's: 32 rows per warp
     instantiate<stage03::FlashAttentionWith<16>>(ctx);
+    instantiate<stage03::BasicFlashForward>(ctx);  // the forward without tensor cores (its backward is the stage's)
     // The backward without dq (the deterministic-dq variant's), each head size.
     using A = stage03::FlashAttention;
     bf16* x = nullptr;

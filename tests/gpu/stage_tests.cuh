@@ -36,6 +36,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <type_traits>
@@ -52,6 +53,7 @@
 #include "testing/reference_run.h"
 #include "testing/term_sizes.h"
 #include "bench/attention_variants.h"
+#include "bench/matmul_variants.h"
 #include "gpu/thread_communicator.cuh"
 #include "testing/tolerance.h"
 #include "train/eval_hellaswag.h"
@@ -139,8 +141,12 @@ struct StageContext : Ctx {
 
 // Workshop exercises (docs/workshop.md) that the tests below check besides their own op: a
 // workshop build with one of them unwritten fails these tests, and the message says where to look.
-constexpr const char* kLayerNormExercise =
-    "exercise stage00.layernorm_forward: see docs/00_fp32_baseline.md#exercise";
+// The LayerNorm forward the stage runs: stage 00's row per thread, or from stage 04 on the warp per
+// row of stages/04_fused_kernels/residual_layernorm.cuh, each an exercise of its stage.
+const char* const kLayerNormExercise =
+    std::string_view(TestStage::LayerNorm::source).find("04_fused_kernels") != std::string_view::npos
+        ? "exercise stage04.warp_layernorm: see docs/04_fused_kernels.md#exercise"
+        : "exercise stage00.layernorm_forward: see docs/00_fp32_baseline.md#exercise";
 constexpr const char* kMixedAdamWExercise =
     "exercise stage02.mixed_precision_adamw: see docs/02_bf16_autocast.md#exercise";
 
@@ -348,26 +354,33 @@ struct MatmulBackwardExpected {
     }
 };
 
+// A linear layer's forward against the CPU on case s: out = inp · weightᵀ (+ bias), the output
+// poisoned before forward(out, inp, weight, bias) runs.
+template <class Forward>
+void check_matmul_forward(const std::string& what, Rng& rng, const MatmulCase& s, bool with_bias,
+                          const gpt::test::Tolerance& tol, Forward&& forward) {
+    SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
+                                    << (with_bias ? " with bias" : " without bias"));
+    const MatmulInputs in(rng, s);
+    Vec expected(size_t(s.N) * s.OC);
+    gpt::cpu::matmul_forward(expected.data(), in.inp.data(), in.weight.data(), with_bias ? in.bias.data() : nullptr,
+                             s.N, s.C, s.OC);
+    DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias);
+    DeviceArray<Act> d_out(expected.size());
+    forward(d_out.data(), d_inp.data(), d_weight.data(), with_bias ? d_bias.data() : static_cast<const Act*>(nullptr));
+    sync_and_check(what.c_str());
+    EXPECT_TRUE(all_close(what + " out", d_out.download(), expected, tol));
+}
+
 TEST_F(Kernels, MatmulForward) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const MatmulCase& s : kMatmulCases) {
-        for (const bool with_bias : {true, false}) {
-            SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
-                                            << (with_bias ? " with bias" : " without bias"));
-            const MatmulInputs in(rng, s);
-            Vec expected(size_t(s.N) * s.OC);
-            gpt::cpu::matmul_forward(expected.data(), in.inp.data(), in.weight.data(),
-                                     with_bias ? in.bias.data() : nullptr, s.N, s.C, s.OC);
-
-            DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias);
-            DeviceArray<Act> d_out(expected.size());
-            TestStage::Matmul::forward(ctx, d_out.data(), d_inp.data(), d_weight.data(),
-                                       with_bias ? d_bias.data() : static_cast<const Act*>(nullptr), s.N, s.C, s.OC);
-            sync_and_check("Matmul::forward");
-            EXPECT_TRUE(all_close("Matmul::forward out", d_out.download(), expected, kMatmulTol));
-        }
-    }
+    for (const MatmulCase& s : kMatmulCases)
+        for (const bool with_bias : {true, false})
+            check_matmul_forward("Matmul::forward", rng, s, with_bias, kMatmulTol,
+                                 [&](Act* out, const Act* inp, const Act* weight, const Act* bias) {
+                                     TestStage::Matmul::forward(ctx, out, inp, weight, bias, s.N, s.C, s.OC);
+                                 });
 }
 
 TEST_F(Kernels, MatmulBackward) {
@@ -376,6 +389,10 @@ TEST_F(Kernels, MatmulBackward) {
     for (const MatmulCase& s : kMatmulCases) {
         // Without a bias gradient as well: the tied output projection has none.
         for (const bool with_bias : {true, false}) {
+            // One product plus a bias can cancel to almost 0, and TF32's rounding of the product
+            // (up to 2^-11 of it) is then large against the result: about 1% of random draws
+            // would fail a right kernel. K = 1 runs without the bias.
+            if (with_bias && s.C == 1) continue;
             SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C << " OC=" << s.OC
                                             << (with_bias ? " with dbias" : " without dbias"));
             const MatmulInputs in(rng, s);
@@ -397,6 +414,91 @@ TEST_F(Kernels, MatmulBackward) {
         }
     }
 }
+
+// ---- a TF32 matmul written by hand (stages/01_tf32/tf32_wmma_matmul.cuh) --------------------------
+//
+// Stage 01's WMMA kernel, which the trainer does not use, against the CPU's matmul: sizes that
+// are not multiples of its tiles (64 x 64 of the output, K in slices of 32, steps of 8), with and
+// without a bias, at the TF32 tolerance. Then that its operands really were rounded to TF32, to
+// nearest: operands 1 + a·2^-13 with a in {5, 6, 7} are exact in fp32; TF32's last mantissa bit is
+// worth 8·2^-13, so rounding to nearest makes each 1 + 8·2^-13 (too large by (8 - a)·2^-13), while
+// dropping the low bits, as a tensor core does with operands nobody rounded, makes each 1 (too
+// small by a·2^-13). Summed over K terms, all with the same sign, the result is too large by about
+// 4·2^-13 ≈ 5e-4 relative when rounded to nearest, too small by about 12·2^-13 ≈ 1.5e-3 when
+// truncated, and within 1e-6 of the exact value in fp32 arithmetic.
+template <class Kernel>
+void check_hand_written_tf32_matmul() {
+    SCOPED_TRACE("exercise stage01.tf32_tensor_cores: see docs/01_tf32.md#exercise");
+    Rng rng(test_seed());
+    StageContext ctx;
+    const gpt::test::Tolerance tf32 = gpt::test::kTf32, fp32 = gpt::test::kFp32;
+    const MatmulCase cases[] = {{1, 1, 1},       {63, 65, 1},   {65, 63, 100}, {64, 64, 64},
+                                {1000, 768, 65}, {7, 1000, 63}, {130, 768, 2304}};
+    for (const MatmulCase& s : cases)
+        for (const bool with_bias : {true, false}) {
+            // One product plus a bias can cancel to almost 0, and TF32's rounding of the product
+            // (up to 2^-11 of it) is then large against the result: about 1% of random draws
+            // would fail a right kernel. K = 1 runs without the bias.
+            if (with_bias && s.C == 1) continue;
+            check_matmul_forward(Kernel::label, rng, s, with_bias, tf32,
+                                 [&](float* out, const float* inp, const float* weight, const float* bias) {
+                                     Kernel::forward(ctx, out, inp, weight, bias, s.N, s.C, s.OC);
+                                 });
+        }
+
+    const int N = 65, C = 765, OC = 63;
+    auto operands = [&](size_t n) {
+        Vec v(n);
+        for (float& x : v) x = static_cast<float>(1.0 + std::ldexp(double(5 + rng.below(3)), -13));
+        return v;
+    };
+    const Vec inp = operands(size_t(N) * C), weight = operands(size_t(OC) * C);
+    std::vector<double> exact(size_t(N) * OC);  // in double every product and partial sum is exact
+    for (int n = 0; n < N; ++n)
+        for (int o = 0; o < OC; ++o) {
+            double sum = 0.0;
+            for (int c = 0; c < C; ++c) sum += double(inp[size_t(n) * C + c]) * double(weight[size_t(o) * C + c]);
+            exact[size_t(n) * OC + o] = sum;
+        }
+    DeviceArray<float> d_inp(inp), d_weight(weight), d_out(exact.size());
+    Kernel::forward(ctx, d_out.data(), d_inp.data(), d_weight.data(), nullptr, N, C, OC);
+    sync_and_check(Kernel::label);
+    const Vec out = d_out.download();
+    size_t unwritten = 0, not_finite = 0;
+    double mean_rel = 0.0, max_rel = 0.0;  // signed mean: rounding to nearest errs upwards here
+    for (size_t i = 0; i < out.size(); ++i) {
+        if (gpt::test::is_poison(out[i])) ++unwritten;
+        if (!std::isfinite(out[i])) ++not_finite;
+        const double rel = (double(out[i]) - exact[i]) / exact[i];
+        mean_rel += rel / double(out.size());
+        max_rel = std::max(max_rel, std::fabs(rel));
+    }
+    ASSERT_EQ(unwritten, 0u) << Kernel::label << " left elements unwritten (test seed " << test_seed() << ")";
+    ASSERT_EQ(not_finite, 0u) << Kernel::label << " gave NaN or infinity (test seed " << test_seed() << ")";
+    std::ostringstream report;
+    report << Kernel::label << " on operands 1 + a·2^-13: mean relative error " << mean_rel << ", largest "
+           << max_rel << " (TF32 rounded to nearest: about +5e-4; truncated: about -1.5e-3; fp32 arithmetic: "
+           << "below 1e-6) (test seed " << test_seed() << ")";
+    EXPECT_LE(max_rel, tf32.rtol) << report.str();
+    EXPECT_GT(std::fabs(mean_rel), fp32.rtol)
+        << "as exact as fp32 arithmetic: the operands were not rounded to TF32; " << report.str();
+    EXPECT_GT(mean_rel, 0.0) << "the result is too small, as when the tensor core drops the operands' low "
+                                "bits: round each element with wmma::__float_to_tf32; "
+                             << report.str();
+}
+
+// The hand-written kernel of a precision's arithmetic (tests/bench/matmul_variants.h): TF32 has one.
+template <class Math>
+void check_hand_written_matmul_of() {
+    using HandWritten = typename gpt::bench::HandWrittenMatmul<Math>::type;
+    if constexpr (std::is_void_v<HandWritten>)
+        std::cout << "stage " << TestStage::name << " declares " << gpt::precision_name(kPrecision)
+                  << " matmuls: the hand-written TF32 kernel is tested with stage 01 (TF32)\n";
+    else
+        check_hand_written_tf32_matmul<HandWritten>();
+}
+
+TEST_F(Kernels, MatmulOnTf32TensorCores) { check_hand_written_matmul_of<gpt::cuda::MatmulMath<kPrecision>>(); }
 
 // ---- attention ----------------------------------------------------------------------------------
 
@@ -650,10 +752,20 @@ void check_backward_bit_for_bit(StageContext& ctx, Rng& rng) {
     EXPECT_EQ(differ, 0u) << differ << " of " << first.size() << " elements of dqkv differ between two runs";
 }
 
+// An attention op whose forward runs without tensor cores declares kTensorCoreForward = false
+// (stage 03's BasicFlashForward, stages/03_flash_attention/basic_flash_forward.cuh).
+template <class Attention, class = void>
+struct ForwardWithoutTensorCores : std::false_type {};
+template <class Attention>
+struct ForwardWithoutTensorCores<Attention, std::void_t<decltype(Attention::kTensorCoreForward)>>
+    : std::bool_constant<!Attention::kTensorCoreForward> {};
+
 // The variants of the stage's attention that only the benchmark uses (tests/bench/attention_variants.cuh,
 // from stage 03 on: the kernels before FlashAttention-2's design, 16 rows per warp, a deterministic
 // dq): a comparison of their speed means something only if they compute the same thing. Each on
 // the cases of its head sizes at T = 1, 65, 1000 and 1024. A stage without variants checks nothing.
+// The forward without tensor cores has a test of its own, below (its backward is the stage's), so
+// that its workshop exercise is judged by that test alone.
 TEST_F(Kernels, AttentionBenchmarkVariants) {
     Rng rng(test_seed());
     StageContext ctx;
@@ -663,6 +775,7 @@ TEST_F(Kernels, AttentionBenchmarkVariants) {
         [&](auto... variant) {
             auto check = [&](auto op) {
                 using A = decltype(op);
+                if constexpr (ForwardWithoutTensorCores<A>::value) return;
                 SCOPED_TRACE(testing::Message() << "variant: " << A::label);
                 for (const AttentionCase& s : attention_cases<A>()) {
                     if (s.T != 1 && s.T != 65 && s.T < 1000) continue;
@@ -674,6 +787,31 @@ TEST_F(Kernels, AttentionBenchmarkVariants) {
             (check(variant), ...);
         },
         Variants{});
+}
+
+// The forward without tensor cores, stage 03's first workshop exercise and one of the benchmark's
+// variants: its output and log-sum-exp against the CPU on every case of its head sizes (T = 1 to
+// 1024, odd lengths, rows past T in the last block). Stages whose attention has no such variant
+// (00-02) check nothing. Its backward is the stage's own, which Kernels.AttentionBackward checks.
+TEST_F(Kernels, AttentionForwardWithoutTensorCores) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    using Variants = typename gpt::bench::AttentionVariants<TestStage::Attention>::type;
+    int checked = 0;
+    std::apply(
+        [&](auto... variant) {
+            auto check = [&](auto op) {
+                using A = decltype(op);
+                if constexpr (ForwardWithoutTensorCores<A>::value) {
+                    SCOPED_TRACE(testing::Message() << "variant: " << A::label);
+                    for (const AttentionCase& s : attention_cases<A>()) check_attention_forward<A>(ctx, rng, s);
+                    ++checked;
+                }
+            };
+            (check(variant), ...);
+        },
+        Variants{});
+    if (checked == 0) std::cout << "[          ] this stage's attention has no forward without tensor cores\n";
 }
 
 // The backward twice on the same inputs and the same scratch: filled with NaN before the first run,
