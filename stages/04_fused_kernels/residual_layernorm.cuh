@@ -32,6 +32,7 @@
 
 #include "../00_fp32_baseline/layernorm.cuh"  // kLayerNormEps
 #include "cuda/backend.cuh"
+#include "cuda/exercise.cuh"
 #include "cuda/reduce.cuh"
 #include "util/error.h"
 
@@ -78,16 +79,18 @@ __global__ void __launch_bounds__(kThreads)
     residual_layernorm_forward_kernel(Act* residual, Act* out, float* mean, float* rstd, const Act* a,
                                       const Act* b, const Act* weight, const Act* bias, int N, int C) {
     using P = Pack<Act, kVec>;
-    const int lane = threadIdx.x % 32;
+    // What the exercise below uses ([[maybe_unused]]: while it is a stub, nothing does).
+    [[maybe_unused]] const int lane = threadIdx.x % 32;
     const int n = blockIdx.x * kWarps + threadIdx.x / 32;
     if (n >= N) return;  // the whole warp: warp_sum below needs all 32 lanes
     const size_t row = size_t(n) * C;
-    const int packs = C / kVec;
+    [[maybe_unused]] const int packs = C / kVec;  // packs of kVec elements (16 bytes when kVec > 1)
     // Without a cache each pass reads the row again: the stored residual (this lane wrote those
     // very packs in pass 1, so it reads its own writes) or the input.
     [[maybe_unused]] P cache[kCached > 0 ? kCached : 1];
     [[maybe_unused]] const Act* x = kWithResidual ? residual + row : a + row;
 
+    // EXERCISE BEGIN stage04.warp_layernorm TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu
     // Pass 1: the row (adding and storing the residual on the way) and its sum.
     float sum = 0.0f;
     for_each_pack<kCached>(lane, packs, [&](int k, int i) {
@@ -136,6 +139,7 @@ __global__ void __launch_bounds__(kThreads)
         mean[n] = m;
         rstd[n] = s;
     }
+    // EXERCISE END
 }
 
 // ---- backward -----------------------------------------------------------------------------------
