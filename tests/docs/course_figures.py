@@ -56,6 +56,14 @@ def title(svg, heading, subtitle):
     svg.text(24, 50, subtitle, size=12, colour=MUTED)
 
 
+def canvas(width, height, heading, subtitle, hatches=()):
+    """A figure's SVG with its definitions (defs) and its title."""
+    svg = Svg(width, height)
+    defs(svg, hatches)
+    title(svg, heading, subtitle)
+    return svg
+
+
 # ----------------------------------------------------------------------------------------------
 # Results read from the committed files (docs/results/README.md lists the runs).
 
@@ -117,11 +125,9 @@ def online_softmax_steps():
 def online_softmax(path, root):
     steps, one = online_softmax_steps()
     W, H = 980, 500
-    svg = Svg(W, H)
-    defs(svg)
-    title(svg, "The online softmax: one query row, four key tiles",
-          "After each tile the row keeps m (largest score so far), ℓ = Σ exp(s − m) and o = Σ exp(s − m)·v; "
-          "when m grows, ℓ and o are rescaled.")
+    svg = canvas(W, H, "The online softmax: one query row, four key tiles",
+                 "After each tile the row keeps m (largest score so far), ℓ = Σ exp(s − m) and "
+                 "o = Σ exp(s − m)·v; when m grows, ℓ and o are rescaled.")
     n = len(SOFTMAX_SCORES[0])
     cell, x0 = 50, 96
     cols = {"m": 312, "factor": 476, "l": 612, "o": 800}  # left edges of the state's columns
@@ -214,11 +220,9 @@ def flash_backward_walk(path, root):
     n = BACKWARD_T // BACKWARD_TILE
     warps = BACKWARD_THREADS // 32
     W, H = 1000, 740
-    svg = Svg(W, H)
-    defs(svg)
-    title(svg, "The backward of flash attention: each block walks down its column of tiles",
-          f"Stage 03, one (batch, head) at T = {BACKWARD_T}: {n} key blocks (blockIdx.x = key tile j), grid "
-          f"(T/{BACKWARD_TILE}, B·NH), {warps} warps of {BACKWARD_TILE // warps} keys each")
+    svg = canvas(W, H, "The backward of flash attention: each block walks down its column of tiles",
+                 f"Stage 03, one (batch, head) at T = {BACKWARD_T}: {n} key blocks (blockIdx.x = key tile j), grid "
+                 f"(T/{BACKWARD_TILE}, B·NH), {warps} warps of {BACKWARD_TILE // warps} keys each")
 
     # The three launches of FlashAttention::backward, in order.
     ky = 70
@@ -386,11 +390,9 @@ def fusion_bytes(path, root):
         if abs(saved - printed) > 0.051:
             raise AssertionError(f"fusion_bytes: {name} saves {saved:.2f} GiB, the chapter says {printed}")
     W, H = 1000, 90 + 52 * len(rows) + 110
-    svg = Svg(W, H)
-    defs(svg)
-    title(svg, "Bytes moved per training step, before and after each fusion of stage 04",
-          "GPT-2 124M, B = 16, T = 1024 (N = 16,384 positions): counted from the kernels' interfaces as chapter 04 "
-          "counts them, not measured")
+    svg = canvas(W, H, "Bytes moved per training step, before and after each fusion of stage 04",
+                 "GPT-2 124M, B = 16, T = 1024 (N = 16,384 positions): counted from the kernels' "
+                 "interfaces as chapter 04 counts them, not measured")
     left, right = 330, 770  # bars from x = left; the measured times right of x = right
     scale = (right - left - 70) / max(calls * before for _, calls, before, _, _, _ in rows) * GIB / MIB
     svg.text(right + 10, 78, "measured, H200", size=12, weight="bold")
@@ -438,11 +440,9 @@ GPU_MS_B1 = 4.0             # B = 1: about 4 ms of GPU work if it shrank in prop
 
 def cuda_graph_timeline(path, root):
     W, H = 1000, 600
-    svg = Svg(W, H)
-    defs(svg)
-    title(svg, "One training step with and without the CUDA Graph (stage 04)",
-          "schematic, from the chapter's figures, not a profile: ~300 operations a step, ~5 µs of host time to "
-          "queue each (assumed)")
+    svg = canvas(W, H, "One training step with and without the CUDA Graph (stage 04)",
+                 "schematic, from the chapter's figures, not a profile: ~300 operations a step, ~5 µs of host time to "
+                 "queue each (assumed)")
     left, right = 200, 960
     host_ms = OPS_PER_STEP * HOST_US_PER_OP / 1000
 
@@ -555,11 +555,9 @@ def ring_all_reduce(path, root):
     history = ring_states(RING)
     block, last = bucket_sizes()
     W, H = 1000, 700
-    svg = Svg(W, H)
-    defs(svg)
-    title(svg, "Stage 06's gradient sum: a ring all-reduce per bucket, during backward",
-          f"top: the ring on {RING} GPUs, gradients cut into {RING} chunks; bottom: the last micro-batch's backward "
-          "and the all-reduces on the second stream")
+    svg = canvas(W, H, "Stage 06's gradient sum: a ring all-reduce per bucket, during backward",
+                 f"top: the ring on {RING} GPUs, gradients cut into {RING} chunks; bottom: the last "
+                 "micro-batch's backward and the all-reduces on the second stream")
     cw, ch = 40, 24
     gx, gy = 170, 96
     gap = 200
@@ -673,11 +671,9 @@ def memory_per_stage(path, root):
     rows = ladder_rows(root)
     stages = [f"{s:02d}" for s in range(7)]
     W, H = 960, 520
-    svg = Svg(W, H)
-    defs(svg, hatches=[GREY])
-    title(svg, "Device memory per stage: GPT-2 124M, B = 16, T = 1024",
-          "the trainer's peak (its buffers, cuBLASLt's workspace; not CUDA's context), from the ladders' "
-          "results files")
+    svg = canvas(W, H, "Device memory per stage: GPT-2 124M, B = 16, T = 1024",
+                 "the trainer's peak (its buffers, cuBLASLt's workspace; not CUDA's context), from the ladders' "
+                 "results files", hatches=[GREY])
     left, top, bottom = 80, 80, 400
     gib_max = 32
     scale = (bottom - top) / gib_max
@@ -800,11 +796,9 @@ def power_of_two(k):
 def number_formats(path, root):
     check_formats()
     W, H = 980, 640
-    svg = Svg(W, H)
-    defs(svg, hatches=[GREY])
-    title(svg, "Four floating-point formats, bit by bit: π in each",
-          "sign, exponent, mantissa; value = (−1)^sign × 1.mantissa × 2^(exponent − bias). "
-          "Range and precision computed from the bit counts.")
+    svg = canvas(W, H, "Four floating-point formats, bit by bit: π in each",
+                 "sign, exponent, mantissa; value = (−1)^sign × 1.mantissa × 2^(exponent − bias). "
+                 "Range and precision computed from the bit counts.", hatches=[GREY])
     bw, x0 = 22, 110
     y = 92
     for name, e, m, use in FORMATS:
@@ -853,11 +847,9 @@ def ladder(path, root):
     rows = ladder_rows(root)
     stages = [f"{s:02d}" for s in range(7)]
     W, H = 980, 790
-    svg = Svg(W, H)
-    defs(svg, hatches=[STAGE_COLOURS[int(s)] for s in PREDICTED_H100])
-    title(svg, "The ladder: training throughput per stage, GPT-2 124M, B = 16, T = 1024",
-          "tokens/s, median over the timed steps (higher is better); every stage beside its PyTorch counterpart, "
-          "on one GPU")
+    svg = canvas(W, H, "The ladder: training throughput per stage, GPT-2 124M, B = 16, T = 1024",
+                 "tokens/s, median over the timed steps (higher is better); every stage beside its "
+                 "PyTorch counterpart, on one GPU", hatches=[STAGE_COLOURS[int(s)] for s in PREDICTED_H100])
     left, right = 86, W - 24
     vmax = 550e3
     group = (right - left) / len(stages)
