@@ -5,6 +5,7 @@
 //   CpuAdamW      the optimizer: fp32 weights and moments, norm, clip and AdamW in one step()
 //   CpuReference  the policy: every op calls the plain C++ function of cpu/ops.h
 #pragma once
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "cpu/ops.h"
 #include "cpu/openmp_wait.h"
+#include "train/op_cost.h"
 #include "train/optimizer.h"
 #include "dist/host_parallel.h"
 #include "train/parallel.h"
@@ -100,6 +102,19 @@ struct CpuBackend {
     struct Range {
         explicit Range(const char*) {}
     };
+
+    // The clock of a profiled step (--profile, train/profile.h): each CPU op has finished when its
+    // call returns, so the host's clock times it.
+    struct Clock {
+        using Mark = std::chrono::steady_clock::time_point;
+        static constexpr const char* kName = "the host's clock";
+        static Mark mark(Context&) { return std::chrono::steady_clock::now(); }
+        static double ms(const Mark& begin, const Mark& end) {
+            return std::chrono::duration<double, std::milli>(end - begin).count();
+        }
+    };
+    // No ceilings are measured on the CPU: a profile gives times and rates, not shares of a roof.
+    static Roofs measure_roofs() { return {0, 0, "none are measured on the CPU"}; }
 };
 
 // AdamW on the host: the same step as every GPU stage's optimizer.

@@ -6,16 +6,19 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "cuda/buffer.cuh"
 #include "cuda/cached_attention.cuh"
+#include "cuda/ceilings.cuh"
 #include "cuda/check.cuh"
 #include "cuda/device.cuh"
 #include "cuda/gemm.cuh"
 #include "cuda/graph.cuh"
 #include "cuda/reduce.cuh"
 #include "cuda/types.cuh"
+#include "train/op_cost.h"
 #include "train/policy.h"
 
 namespace gpt {
@@ -168,6 +171,49 @@ struct CudaBackend {
         Range(const Range&) = delete;
         Range& operator=(const Range&) = delete;
     };
+
+    // The clock of a profiled step (--profile, train/profile.h): an event recorded on the stream
+    // per mark, read once the step is done, so that an op's time is the GPU's, not the host's.
+    struct Clock {
+        using Mark = std::shared_ptr<CUevent_st>;
+        static constexpr const char* kName = "CUDA events on the stream";
+        static Mark mark(Context& ctx) {
+            cudaEvent_t event = nullptr;
+            CUDA_CHECK(cudaEventCreate(&event));
+            Mark mark(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+            CUDA_CHECK(cudaEventRecord(event, ctx.stream));
+            return mark;
+        }
+        static double ms(const Mark& begin, const Mark& end) {
+            float ms = 0;
+            CUDA_CHECK(cudaEventElapsedTime(&ms, begin.get(), end.get()));
+            return ms;
+        }
+    };
+    // The ceilings a profile reads each op against, measured as the benchmarks measure them
+    // (common/cuda/ceilings.cuh): before the model takes its memory, in a second or two. Their
+    // buffers are gone afterwards, and do not count in the run's peak memory.
+    static Roofs measure_roofs() {
+        struct ForgetPeak {
+            ~ForgetPeak() { cuda::MemoryStats::peak() = cuda::MemoryStats::current().load(); }
+        } forget_peak;
+        try {
+            cudaStream_t stream = nullptr;
+            CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+            struct Destroy {
+                cudaStream_t s;
+                ~Destroy() { cudaStreamDestroy(s); }
+            } destroy{stream};
+            const cuda::CopyCeiling copy =
+                cuda::measure_copy(cuda::kCopyMiB << 20, cuda::kCeilingWarmup, cuda::kCeilingIters, stream);
+            const cuda::GemmCeiling gemm =
+                cuda::measure_gemm(cuda::kGemmSize, cuda::kCeilingWarmup, cuda::kCeilingIters, stream);
+            return {copy.gb_per_s, gemm.tflops, "measured at start-up"};
+        } catch (const Error& e) {
+            cudaGetLastError();  // an allocation that failed leaves no error behind for the run
+            return {0, 0, std::string("measuring them failed: ") + e.what()};
+        }
+    }
 
     // [stage switch kCaptureStep]
     // Step capture (stages with kCaptureStep): record what enqueue() queues, then replay it.

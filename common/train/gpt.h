@@ -37,6 +37,7 @@
 #include "train/optimizer.h"
 #include "train/parallel.h"
 #include "train/policy.h"
+#include "train/profile.h"
 #include "util/error.h"
 #include "util/fnv.h"
 
@@ -216,11 +217,14 @@ class GPT {
     static constexpr bool kFirstBackwardWrites = weight_gradients_follow_beta_v<typename O::Matmul> &&
                                                  weight_gradients_follow_beta_v<typename O::MatmulBackwardGelu>;
     void zero_grad() {
-        if constexpr (kFirstBackwardWrites) {
-            for (const GradientRange& r : added_to_) S::fill_zero(ctx_, buf_.grads.data() + r.begin, r.count);
-        } else {
-            S::fill_zero(ctx_, buf_.grads.data(), shard_.padded);
-        }
+        set_pass("backward");  // in a profile, it belongs to the gradients the backward makes
+        graph_.op("zero_grad", [&] {
+            if constexpr (kFirstBackwardWrites) {
+                for (const GradientRange& r : added_to_) S::fill_zero(ctx_, buf_.grads.data() + r.begin, r.count);
+            } else {
+                S::fill_zero(ctx_, buf_.grads.data(), shard_.padded);
+            }
+        });
         first_backward_ = true;
     }
 
@@ -243,7 +247,8 @@ class GPT {
     // (over all processes) and the gradient norm.
     StepResult sync() {
         // [stage switch Parallel]
-        if (positions_ > 0) parallel_->all_reduce_sum(ctx_, buf_.stats.data() + kLossSum, 1);
+        if (positions_ > 0)
+            graph_.op("loss all-reduce", [&] { parallel_->all_reduce_sum(ctx_, buf_.stats.data() + kLossSum, 1); });
         // [end stage switch Parallel]
         S::copy_out_async(ctx_, buf_.stats_host.data(), buf_.stats.data(), kNumStats);
         wait_for_device();
@@ -262,8 +267,11 @@ class GPT {
     // backward(loss_scale) for each, update(), sync(). With S::kCaptureStep the step is
     // recorded as a CUDA Graph on its second call (the first warms up) and replayed after that:
     // the new batches and learning rate reach the graph through the staging buffers.
+    // With a profile (--profile, train/profile.h) the step runs op by op, never captured, every
+    // op between two marks of the stage's clock: the same work, so the run goes on unchanged.
     StepResult train_step(const std::vector<Batch>& micro_batches, int B, int T, float loss_scale,
-                          const AdamWSettings& settings, float lr, int t) {
+                          const AdamWSettings& settings, float lr, int t, StepProfile<S>* profile = nullptr) {
+        typename S::Range step_range("step");
         check_shape(B, T);
         const int k = static_cast<int>(micro_batches.size());
         if (k < 1 || k > slots_)
@@ -289,6 +297,16 @@ class GPT {
             }
             enqueue_update(settings);
         };
+        if (profile) {
+            profile_ = profile;
+            graph_.set_profile(profile);
+            profile->begin_step();
+            enqueue();
+            profile->end_step();
+            graph_.set_profile(nullptr);
+            profile_ = nullptr;
+            return sync();
+        }
         // [stage switch kCaptureStep]
         if constexpr (S::kCaptureStep) {
             const CaptureKey key{k, B, T, loss_scale, settings};
@@ -353,13 +371,34 @@ class GPT {
 
     void synchronize() { wait_for_device(); }
 
+    // What a profiled step of micro-batches of B x T is sized by (train/profile.h).
+    ProfileSizes profile_sizes(int B, int T) const {
+        ProfileSizes p;
+        p.ops.B = B;
+        p.ops.T = T;
+        p.ops.C = config_.n_embd;
+        p.ops.NH = config_.n_head;
+        p.ops.V = config_.vocab_size;
+        p.ops.Vp = Vp_;
+        p.ops.act = sizeof(act_t);
+        p.optimizer_params = double(shard_.count);
+        p.act_copy = !std::is_same_v<act_t, float>;
+        return p;
+    }
+
   private:
     using Graph = ModelGraph<S>;
+
+    // Which pass the ops that follow belong to, in a profiled step.
+    void set_pass(const char* pass) {
+        if (profile_) profile_->set_pass(pass);
+    }
 
     // The step's part of a forward: the graph, with the shape backward() will see.
     // A training forward (with targets) of a stage whose loss works in chunks stops at ln_f: the
     // loss computes the logits (train/model_graph.h, loss_rows).
     void enqueue_forward(int B, int T, int past = -1) {
+        set_pass("forward");
         B_cur_ = B;
         T_cur_ = T;
         // [stage switch kLossChunkRows]
@@ -373,6 +412,7 @@ class GPT {
     // last: the step's last micro-batch, whose backward makes the gradients final and hands
     // them, block by block, to the processes' reduction.
     void enqueue_backward(float loss_scale, bool last) {
+        set_pass("backward");
         graph_.backward(optimizer_.act_weights(), buf_.grads.data(), B_cur_, T_cur_, loss_scale, first_backward_,
                         [&](int bucket) {
                             if (last) gradients_ready(bucket);
@@ -405,31 +445,33 @@ class GPT {
 
     // [stage switch Parallel]
     void gradients_ready(int bucket) {
-        Graph::op("gradient reduction (bucket)",
+        graph_.op("gradient reduction (bucket)",
                   [&] { parallel_->gradients_ready(ctx_, buf_.grads.data(), buckets_[bucket]); });
         buckets_sent_ = bucket + 1 == int(buckets_.size());
     }
     // [end stage switch Parallel]
 
     void enqueue_update(const AdamWSettings& settings) {
+        set_pass("update");
         S::copy_in_async(ctx_, buf_.scalars.data(), buf_.scalars_staging.data(), 1);
         // [stage switch Parallel]
-        Graph::op("gradient reduction",
+        graph_.op("gradient reduction",
                   [&] { parallel_->reduce_gradients(ctx_, buf_.grads.data(), shard_, buckets_sent_); });
         buckets_sent_ = false;
         // [end stage switch Parallel]
         double* sum_squares = buf_.stats.data() + kGradSumSquares;
-        Graph::op("optimizer", [&] {
+        graph_.op("optimizer", [&] {
             optimizer_.step(ctx_, buf_.grads.data(), settings, buf_.scalars.data(), sum_squares, [&] {
                 // [stage switch Parallel]
                 // ZeRO-1: each process has the sum of squares of its shard; the norm is of all.
-                if (parallel_->shards_optimizer()) parallel_->all_reduce_sum(ctx_, sum_squares, 1);
+                if (parallel_->shards_optimizer())
+                    graph_.op("gradient norm all-reduce", [&] { parallel_->all_reduce_sum(ctx_, sum_squares, 1); });
                 // [end stage switch Parallel]
             });
         });
         // [stage switch Parallel]
         if (parallel_->shards_optimizer())
-            Graph::op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
+            graph_.op("weight all-gather", [&] { parallel_->all_gather(ctx_, optimizer_.act_weights(), shard_); });
         // [end stage switch Parallel]
         updated_ = true;
     }
@@ -567,6 +609,7 @@ class GPT {
     bool first_backward_ = false;  // the next backward writes the matmuls' weight gradients (zero_grad)
     CaptureKey warmed_up_, captured_;
 
+    StepProfile<S>* profile_ = nullptr;  // the step being profiled (train_step), or none
     Buffers<S> buf_;       // every other buffer (train/buffers.h)
     ModelGraph<S> graph_;  // forward and backward over buf_
     std::vector<GradientRange> added_to_;  // what zero_grad() clears (gradients_added_to)

@@ -23,6 +23,7 @@
 #include "train/memory.h"
 #include "train/options.h"
 #include "train/policy.h"
+#include "train/profile.h"
 #include "train/processes.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
@@ -169,6 +170,24 @@ inline InjectedFault injected_fault(int world) {
 template <class S, class Parallel>
 int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder);
 
+// A profiled step's table, and with a --log its JSON and figure beside the log.
+inline void report_profile(const ProfileReport& report, const ProfileContext& run, const std::string& log_path,
+                           Logger& log) {
+    std::printf("%s", profile_table(report, run).c_str());
+    const std::string json = profile_path(log_path, ".json"), svg = profile_path(log_path, ".svg");
+    if (!json.empty()) {
+        ReplacingFile file(json, "--profile's table");
+        file.write(profile_json(report, run));
+        file.commit();
+        const std::string why_not = draw_profile_figure(json, svg);
+        std::printf("profile    %s%s\n", json.c_str(),
+                    why_not.empty() ? (", " + svg).c_str() : ("; figure: " + why_not).c_str());
+        log.event("profile", "\"step\": " + std::to_string(run.step - 1) + ", \"json\": " + Logger::json_string(json) +
+                                 ", \"svg\": " + (why_not.empty() ? Logger::json_string(svg) : "null"));
+    }
+    std::fflush(stdout);
+}
+
 // Trains as `opt` says. With several processes, a failure of this one is printed and sent to the
 // others, and ends the process (Parallel::fail), so that none of them waits for it.
 template <class S>
@@ -199,6 +218,11 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
 
     // The outputs first: a run must not fail at its end because it cannot write what it made.
     if (!opt.save.empty() && rank == 0) require_writable_path(opt.save, "--save");
+    const std::string profile_json_path = opt.profile ? profile_path(opt.log, ".json") : "";
+    if (!profile_json_path.empty() && rank == 0) {
+        require_writable_path(profile_json_path, "--profile's table");
+        require_writable_path(profile_path(opt.log, ".svg"), "--profile's figure");
+    }
     if (opt.stop_after > 0 && opt.save.empty())
         throw Error("--stop-after " + std::to_string(opt.stop_after) + " needs --save (the checkpoint to resume from)");
     Logger log(rank == 0 ? opt.log : "");
@@ -268,6 +292,20 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
         }
     }
 
+    // --profile reads each op against this GPU's ceilings, measured before the model takes its memory.
+    Roofs roofs;
+    if (opt.profile && rank == 0) {
+        if (S::kIsGpu) {
+            std::printf("profile    measuring this GPU's copy bandwidth and bf16 GEMM throughput first...\n");
+            std::fflush(stdout);
+        }
+        roofs = S::measure_roofs();
+    }
+    // The step --profile times: the third of this run, after a warm-up step and, in a stage that
+    // captures its step, the step that records it (0-based).
+    const int run_start = opt.resume.empty() ? 0 : start.step;
+    const int profile_step = opt.profile ? run_start + std::min(2, stop - run_start - 1) : -1;
+
     model_holder = std::make_unique<GPT<S>>(config, opt.batch, opt.seq, micro_batches, &parallel);
     GPT<S>& model = *model_holder;
     int first_step = 0;
@@ -309,6 +347,11 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
                 "(warmup %d, cosine to %g x)\n",
                 opt.batch, opt.seq, micro_batches, world, with_commas(step_tokens).c_str(), opt.steps, opt.lr,
                 opt.warmup, opt.min_lr_frac);
+    if (opt.profile)
+        std::printf("profile    step %d will be timed op by op%s%s\n", profile_step + 1,
+                    profile_step - run_start < 2 ? " (within the warm-up: give --steps 3 or more for a steady step)"
+                                                 : "",
+                    profile_json_path.empty() ? "; --log PATH also keeps it as JSON and draws it" : "");
     std::fflush(stdout);
 
     // The start event also carries what a benchmark needs to compute MFU for any run on this
@@ -404,15 +447,19 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
             if (!wrapped && wraps_after < 0 && train_data.passes() > 0) wraps_after = i;
         }
         // The step's work is queued on the device; train_step() waits for it once, at its end.
+        std::unique_ptr<StepProfile<S>> profile;
+        if (step == profile_step)
+            profile = std::make_unique<StepProfile<S>>(model.context(), model.profile_sizes(opt.batch, opt.seq));
         const StepResult result =
-            model.train_step(batches, opt.batch, opt.seq, loss_scale, opt.adamw, lr, step + 1);
+            model.train_step(batches, opt.batch, opt.seq, loss_scale, opt.adamw, lr, step + 1, profile.get());
         parallel.hold_if_stopping();  // another process failed during the step: its result is void
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         if (!std::isfinite(result.loss) || !std::isfinite(result.grad_norm))
             throw Error(std::string(std::isfinite(result.loss) ? "gradient norm" : "loss") + " is " +
                         std::to_string(std::isfinite(result.loss) ? result.grad_norm : result.loss) + " at step " +
                         std::to_string(step + 1) + " (" + divergence_hint(opt, ckpt_path) + "); no checkpoint saved");
-        if (step > first_step) step_ms.push_back(ms);  // the first step includes warm-up costs
+        // The first step includes warm-up costs; a profiled one, its marks and no capture.
+        if (step > first_step && step != profile_step) step_ms.push_back(ms);
 
         StepRecord r;
         r.step = step;
@@ -424,6 +471,14 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
         r.tokens_per_s = step_tokens / (ms / 1000.0);
         r.mfu = peak > 0 ? flops_per_step / (ms / 1000.0) / peak : -1.0;
         log.step(r);
+        if (profile && rank == 0) {
+            ProfileContext run{S::name, S::device_description(), config.describe(), S::Clock::kName, opt.batch,
+                               opt.seq, micro_batches, world, step + 1, false, roofs};
+            // [stage switch kCaptureStep]
+            run.captured = S::kCaptureStep;  // the table says this step ran uncaptured all the same
+            // [end stage switch kCaptureStep]
+            report_profile(profile->report(), run, opt.log, log);
+        }
         if (wraps_after >= 0) {
             wrapped = true;
             const std::string again =

@@ -10,6 +10,7 @@
 #include "model/params.h"
 #include "train/buffers.h"
 #include "train/policy.h"
+#include "train/profile.h"
 
 namespace gpt {
 
@@ -113,7 +114,7 @@ class ModelGraph {
                 O::Classifier::forward(ctx_, buf_.losses.data() + r0, classifier_saved<typename O::Classifier>(r0),
                                        buf_.logits.data(), buf_.targets.data() + r0, n, config_.vocab_size, Vp_,
                                        buf_.scratch.data());
-            });
+            }, n);
         }
     }
 
@@ -147,12 +148,12 @@ class ModelGraph {
                                                         buf_.targets.data() + r0, loss_scale, n, config_.vocab_size,
                                                         Vp_, classifier_saved<typename O::ClassifierWithGrad>(r0),
                                                         buf_.scratch.data());
-            });
+            }, n);
             S::write_weight_gradients(ctx_, write_gradients && r0 == 0);
             op("lm_head backward", [&] {
                 O::Matmul::backward(ctx_, buf_.dlnf.data() + size_t(r0) * C, G + at[kWte], nullptr, dlogits,
                                     buf_.lnf.data() + size_t(r0) * C, P + at[kWte], n, C, Vp_);
-            });
+            }, n);
         }
         S::write_weight_gradients(ctx_, write_gradients);
         // dres carries the gradient of the residual stream down through the blocks.
@@ -215,12 +216,18 @@ class ModelGraph {
         gradients_final(L);  // wte, wpe and ln_f
     }
 
-    // Runs one op inside a named range, so that a profiler's timeline shows the graph's names.
+    // Runs one op inside a named range, so that a profiler's timeline shows the graph's names,
+    // and, in a profiled step (--profile), between two marks of the stage's clock. rows: the
+    // positions the op runs on, where it is not all of the pass's (a chunk of the loss).
     template <class F>
-    static void op(const char* name, F&& enqueue) {
+    void op(const char* name, F&& enqueue, int rows = 0) {
         typename S::Range range(name);
+        if (profile_) profile_->begin(name, rows);
         enqueue();
+        if (profile_) profile_->end();
     }
+    // The step that is being profiled (train/profile.h), or none.
+    void set_profile(StepProfile<S>* profile) { profile_ = profile; }
 
   private:
     // The output projection is tied to the token embedding: logits = lnf · wteᵀ, of the n rows
@@ -229,7 +236,7 @@ class ModelGraph {
         op("lm_head", [&] {
             O::Matmul::forward(ctx_, buf_.logits.data(), buf_.lnf.data() + size_t(r0) * config_.n_embd,
                                P + layout_.offset[kWte], static_cast<const act_t*>(nullptr), n, config_.n_embd, Vp_);
-        });
+        }, n);
     }
 
     // Where the classifier keeps what it saves for the rows from r0 on: its bytes for r0 rows in.
@@ -252,6 +259,7 @@ class ModelGraph {
     const ParamLayout& layout_;
     const int Vp_;
     Buffers<S>& buf_;
+    StepProfile<S>* profile_ = nullptr;
 };
 
 }  // namespace gpt

@@ -108,6 +108,10 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
         text("--save", "PATH", "write a checkpoint (with optimizer state) at the end", o.save),
         whole("--save-every", "N", "also write it every N steps (0: only at the end)", o.save_every, 0),
         text("--log", "PATH", "also write every step, validation and sample as JSON Lines", o.log),
+        cli::flag("--profile",
+                  "time one step after the warm-up op by op: a table of each op's time, bytes, FLOPs and share of "
+                  "this GPU's ceilings; with --log run.jsonl also run.profile.json and its figure run.profile.svg",
+                  o.profile),
         // More threads than this is a typo, not a machine.
         whole("--threads", "N", "CPU threads (0: all cores)", o.threads, 0, 1024),
     };

@@ -43,6 +43,7 @@ struct TrainOptions {
     std::string save;
     int save_every = 0;
     std::string log;
+    bool profile = false;  // one step after the warm-up timed op by op (train/profile.h)
     int threads = 0;  // CPU only: 0 = all cores
 };
 

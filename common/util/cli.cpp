@@ -78,6 +78,12 @@ Parsed parse(int argc, char** argv, const std::vector<Option>& options, bool tak
         if (arg == "--help") throw Error("option --help takes no value");
         if (found == options.size()) throw Error("unknown option '" + arg + "' (see --help)");
         const Option& option = options[found];
+        if (option.flag) {
+            if (has_value) throw Error("option " + arg + " takes no value");
+            option.set("yes");
+            given[found] = true;
+            continue;
+        }
         if (!has_value) {
             if (i + 1 >= argc || looks_like_option(argv[i + 1]))
                 throw Error("option " + arg + " needs a value (" + option.metavar + ")");
@@ -97,7 +103,7 @@ std::string describe(const std::vector<Option>& options) {
     constexpr size_t kColumn = 26, kWidth = 100;
     std::string out;
     for (const Option& option : options) {
-        std::string left = "  " + option.name + " " + option.metavar;
+        std::string left = "  " + option.name + (option.flag ? "" : " " + option.metavar);
         if (left.size() < kColumn) left.resize(kColumn, ' ');
         else left += "\n" + std::string(kColumn, ' ');
         out += left;

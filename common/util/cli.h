@@ -28,6 +28,7 @@ struct Option {
     std::function<void(const std::string&)> set;  // checks the value, then stores it; throws gpt::Error
     std::function<std::string()> show;            // the value now, shown as the default in --help
     bool required = false;                        // parse() fails when it is not given
+    bool flag = false;                            // takes no value: set("yes") when given
 };
 
 struct Parsed {
@@ -93,6 +94,13 @@ Option real(const std::string& name, const std::string& metavar, const std::stri
                 s << field;
                 return s.str();
             }};
+}
+
+// An option without a value ("--profile"): sets the field to true when given.
+inline Option flag(const std::string& name, const std::string& help, bool& field) {
+    Option o{name, "", help, [&field](const std::string&) { field = true; }, nullptr};
+    o.flag = true;
+    return o;
 }
 
 // An option that sets a text field (a path, a name); `check`, if given, rejects a bad value by

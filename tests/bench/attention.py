@@ -17,7 +17,7 @@ FLOPs are counted as FlashAttention's benchmarks count them (Tri Dao, "FlashAtte
 Attention with Better Parallelism and Work Partitioning", 2023, https://arxiv.org/abs/2307.08691,
 section 4.1), so that figures compare with published ones: the forward pass is 4·B·NH·T²·HS / 2
 for causal attention (the masked half is not work), the backward 2.5 times that (five products
-against two). The kernel benchmark (bench_stageNN, tests/bench/op_cost.h) counts the same; this
+against two). The kernel benchmark (bench_stageNN, common/train/op_cost.h) counts the same; this
 script recounts from its times all the same, so that its table does not depend on which count
 the bench_stageNN that ran had (its files in docs/results/2026-11-23_h100 and 2026-11-27_h200
 count the whole T x T square). Batch: --tokens / T sequences (B·NH blocks of rows fill the GPU

@@ -1,7 +1,7 @@
 // bench_stageNN: the kernel benchmark of one stage. Every op of the stage, forward and backward,
 // at the shapes of GPT-2 124M (one layer's ops: C = 768, 12 heads of 64, V = 50257, T = 1024), for
 // each batch size asked for: the median time of warm runs, the bytes and FLOPs the op must at
-// least move and compute (op_cost.h), the GB/s and TFLOP/s that makes, and the fraction of the
+// least move and compute (train/op_cost.h), the GB/s and TFLOP/s that makes, and the fraction of the
 // ceiling that bounds the op (copy bandwidth or bf16 GEMM throughput), measured on the same GPU
 // in the same run (measure.cuh, shared with bench_ceilings).
 //
@@ -37,7 +37,7 @@
 #include "measure.cuh"
 #include "model/config.h"
 #include "model/params.h"
-#include "op_cost.h"
+#include "train/op_cost.h"
 #include "train/optimizer.h"
 #include "train/policy.h"
 

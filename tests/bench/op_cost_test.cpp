@@ -7,13 +7,13 @@
 
 #include "model/config.h"
 #include "model/params.h"
-#include "op_cost.h"
+#include "train/op_cost.h"
 
 namespace {
 
-using gpt::bench::Cost;
-using gpt::bench::OpSizes;
-namespace cost = gpt::bench::cost;
+using gpt::Cost;
+using gpt::OpSizes;
+namespace cost = gpt::cost;
 
 OpSizes d12_sizes(double B, double T, double act_bytes) {
     const gpt::GPTConfig c = gpt::config_by_name("d12");

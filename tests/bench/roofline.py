@@ -6,7 +6,7 @@ usage: roofline.py --out FILE.svg [--batch 16] [--ceilings ceilings.json] STAGE.
 The input is the JSON of the kernel benchmark (`bench_stageNN --json`, tests/bench/README.md,
 "The kernel benchmark"), one file per stage. Every row of it is one op, one pass, at one batch
 size, timed alone: the median of warm runs with the L2 cache emptied before each. For every row,
-tests/bench/op_cost.h counts the bytes the op must at least move and, for the ops made of matrix
+common/train/op_cost.h counts the bytes the op must at least move and, for the ops made of matrix
 products (matmuls, attention, the fused matmul slots), their FLOPs. Two ceilings bound any op:
 
     bandwidth roof   TFLOP/s <= copy bandwidth × intensity    (intensity = FLOPs / bytes)
@@ -551,7 +551,7 @@ def draw(stages, roofs, problems, left_out, path):
              weight="bold")
     svg.text(24, 48, subtitle(stages, batch), size=12, colour="#555")
     svg.text(24, 66, "each point is one op timed alone (kernel benchmark, median, L2 emptied), counted as in "
-             "tests/bench/op_cost.h", size=12, colour="#555")
+             "common/train/op_cost.h", size=12, colour="#555")
     for i, line in enumerate(header):
         svg.text(24, 84 + 18 * i, line, size=12, colour="#555")
 

@@ -2,6 +2,10 @@
 """Where one training step's time goes, per stage: one stacked bar per stage, as SVG.
 
 usage: step_breakdown.py --out FILE.svg [--batch 16] [--ladder results.json] STAGE.json...
+       step_breakdown.py --profile RUN.profile.json --out FILE.svg
+
+Two inputs, two modes: the kernel benchmark's JSON, one bar per stage summed from per-op medians
+(below), or one trainer profile (--profile, at the end of this text), one bar of one real step.
 
 The input is the JSON of the kernel benchmark (`bench_stageNN --json`, tests/bench/README.md,
 "The kernel benchmark"), one file per stage. Every row of it is one op, one pass, at one batch
@@ -38,10 +42,26 @@ noted in the figure.
 Exit status: 0 the figure is written and complete; 1 written, but a row was unknown or missing
 (the figure says which stage is incomplete); 2 bad usage, or no input could be read.
 
+The profile mode (--profile RUN.profile.json): the JSON that `train --profile --log RUN.jsonl`
+writes beside its log (kind "gpt-step-profile", version 1): one step of a real run, timed op by
+op on the step's own clock (CUDA events on the GPU, the host clock on the CPU). Each op is named
+as the model graph names it (common/train/model_graph.h, gpt.h) with its time summed over the
+calls the step made, so nothing is multiplied here: the table PROFILE_OPS below only puts each
+name into one of the groups above, or into two that only a real step has (the collectives of
+stage 06, and zero_grad). The figure is one bar whose length is the step's own time (step_ms):
+the groups, then, hatched, the time between the ops (difference_ms: launch gaps, host work, waits).
+An op whose "within" names another op ran inside that op's time and is not added again. Stages
+00-03 run fc+gelu as a matmul and then the GELU, stage 04 on as one kernel: either way the op is
+timed as one, so the GELU is in the block matmuls, and the residual add in the LayerNorm.
+Exit status as above: 1 when an op name is not in PROFILE_OPS (its time goes to an "unknown"
+group, the figure is written) or the file's totals disagree with its ops; 2 for a file that is
+not such a profile.
+
 Python 3 standard library only. See tests/bench/README.md.
 """
 
 import json
+import math
 import os
 import re
 import sys
@@ -69,8 +89,10 @@ GROUPS = [
     ("embedding", "embedding", STAGE_COLOURS[8]),
     ("optimizer", "optimizer (gradient norm, AdamW)", STAGE_COLOURS[4]),
 ]
-# What a group holds besides, in a stage that fills a fusion slot (SLOTS below).
-FUSED_NOTE = {"matmul": "; fused: with the GELU", "layernorm": "; fused: with the residual add"}
+# What a group holds besides: in the benchmark, where a stage fills a fusion slot (SLOTS below);
+# in a profile, always (fc+gelu and residual+ln_2 are one op each in the graph, fused or not).
+CARRIED = {"matmul": "with the GELU", "layernorm": "with the residual add"}
+FUSED_NOTE = {key: f"; fused: {what}" for key, what in CARRIED.items()}
 GROUP_SHORT = {"matmul": "block matmuls", "lm_head": "LM head", "attention": "attention",
                "layernorm": "LayerNorm", "gelu_residual": "GELU + residual", "classifier": "classifier",
                "embedding": "embedding", "optimizer": "optimizer"}
@@ -153,15 +175,69 @@ def calls(per_block, once, n_layer):
 
 
 # ----------------------------------------------------------------------------------------------
+# The profile mode: every op name the model graph passes to op() (common/train/model_graph.h,
+# gpt.h), and its group. The profile sums each op over its calls: no counts here.
+
+COMMUNICATION = ("communication", "communication (gradient reduction, all-gather, norm all-reduce)",
+                 STAGE_COLOURS[7])
+OTHER = ("other", "other (zero_grad)", STAGE_COLOURS[9])
+UNKNOWN = ("unknown", "unknown ops (not in PROFILE_OPS of step_breakdown.py)", "#555555")
+# The step's time outside every op, hatched: not an op, so no colour of the groups'.
+BETWEEN = ("between", "between the ops (launch gaps, host work, waits)", "url(#between)")
+BETWEEN_PATTERN = ('<defs><pattern id="between" width="6" height="6" patternUnits="userSpaceOnUse" '
+                   'patternTransform="rotate(45)"><rect width="6" height="6" fill="#f4f4f4"/>'
+                   '<line x1="0" y1="0" x2="0" y2="6" stroke="#b8b8b8" stroke-width="2"/></pattern></defs>')
+PROFILE_GROUPS = list(GROUPS) + [COMMUNICATION, OTHER, UNKNOWN, BETWEEN]
+PROFILE_SHORT = dict(GROUP_SHORT, communication="communication", other="zero_grad", unknown="unknown",
+                     between="between the ops")
+
+PROFILE_OPS = {
+    "embedding": "embedding",
+    "embedding backward": "embedding",
+    "ln_1": "layernorm",                   # block 0's; the other blocks' come with the residual
+    "ln_1 backward": "layernorm",
+    "residual+ln_1": "layernorm",          # the residual add, then the next block's ln_1
+    "residual+ln_1 backward": "layernorm",
+    "residual+ln_2": "layernorm",
+    "residual+ln_2 backward": "layernorm",
+    "residual+ln_f": "layernorm",
+    "residual+ln_f backward": "layernorm",
+    "qkv": "matmul",
+    "qkv backward": "matmul",
+    "attn_proj": "matmul",
+    "attn_proj backward": "matmul",
+    "fc+gelu": "matmul",                   # MatmulBiasGelu: with the GELU
+    "fc backward": "matmul",
+    "fc_proj": "matmul",
+    "fc_proj+gelu backward": "matmul",     # MatmulBackwardGelu: with the GELU's backward
+    "attention": "attention",
+    "attention backward": "attention",
+    "lm_head": "lm_head",
+    "lm_head backward": "lm_head",
+    "classifier": "classifier",            # ClassifierWithGrad: the loss and the logits' gradient
+    "optimizer": "optimizer",
+    "zero_grad": "other",
+    "gradient reduction": "communication",
+    "gradient reduction (bucket)": "communication",
+    "weight all-gather": "communication",
+    "gradient norm all-reduce": "communication",
+}
+
+
+# ----------------------------------------------------------------------------------------------
 # One stage's breakdown
+
+
+def stage_names(name):
+    """A stage's number and its name in words: 04_fused_kernels -> ("04", "fused kernels")."""
+    return name[:2], name[3:].replace("_", " ") if len(name) > 3 else name
 
 
 class Stage:
     def __init__(self, path, data, batch, n_layer):
         self.path = path
         self.name = data.get("stage", "??")
-        self.number = self.name[:2]
-        self.short = self.name[3:].replace("_", " ") if len(self.name) > 3 else self.name
+        self.number, self.short = stage_names(self.name)
         self.gpu = data.get("device_name") or data.get("device") or "unknown GPU"
         self.date = (data.get("date") or "")[:10]
         self.seq = (data.get("settings") or {}).get("seq")
@@ -256,6 +332,109 @@ def read_ladder(path, batch, seq, gpus):
 
 
 # ----------------------------------------------------------------------------------------------
+# One trainer profile
+
+
+class ProfileError(Exception):
+    """The file is not a trainer profile this script can read."""
+
+
+def number(value):
+    """A finite JSON number (not a bool), or None."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return value if ok else None
+
+
+class Profile:
+    """One trainer profile: its ops in PROFILE_GROUPS, and what makes it incomplete."""
+
+    def __init__(self, path, data):
+        if not isinstance(data, dict) or data.get("kind") != "gpt-step-profile":
+            if isinstance(data, dict) and "rows" in data:
+                raise ProfileError("the kernel benchmark's JSON, not a trainer profile: give it without --profile")
+            kind = data.get("kind") if isinstance(data, dict) else None
+            raise ProfileError(f'not a trainer profile (its "kind" is {json.dumps(kind)}, not "gpt-step-profile")')
+        if data.get("version") != 1:
+            raise ProfileError(f"profile version {json.dumps(data.get('version'))}: this script reads version 1")
+        self.step_ms = number(data.get("step_ms"))
+        if self.step_ms is None or self.step_ms <= 0:
+            raise ProfileError(f'"step_ms" is {json.dumps(data.get("step_ms"))}, not a positive number')
+        ops = data.get("ops")
+        if not isinstance(ops, list) or not ops:
+            raise ProfileError('"ops" is not a list of ops')
+        for i, op in enumerate(ops):
+            if not (isinstance(op, dict) and isinstance(op.get("name"), str) and op["name"]):
+                raise ProfileError(f"op {i + 1} has no name")
+            ms = number(op.get("ms"))
+            if ms is None or ms < 0:
+                raise ProfileError(f"op '{op['name']}' has \"ms\" {json.dumps(op.get('ms'))}, not a time")
+            if op.get("within") is not None and not isinstance(op["within"], str):
+                raise ProfileError(f"op '{op['name']}' has a \"within\" that is not an op name")
+        for key in ("ops_ms", "difference_ms"):
+            if number(data.get(key)) is None:
+                raise ProfileError(f'"{key}" is {json.dumps(data.get(key))}, not a number')
+
+        self.path = path
+        self.name = str(data.get("stage", "??"))
+        self.number, self.short = stage_names(self.name)
+        self.device = str(data.get("device") or "unknown device")
+        self.model = data.get("model")
+        self.batch, self.seq = data.get("batch"), data.get("seq")
+        self.micro_batches, self.world = data.get("micro_batches"), data.get("world")
+        self.step = data.get("step")
+        self.captured = data.get("captured") is True
+        self.clock = data.get("clock")
+        self.roofed = (data.get("roof") or {}).get("source") not in (None, "none")
+        self.groups = {key: 0.0 for key, _, _ in PROFILE_GROUPS}
+        self.ops = []      # (op, group): every op, nested ones included
+        self.nested = []   # ops inside another op's time
+        self.problems = []
+        names = {op["name"] for op in ops}
+        for op in ops:
+            group = PROFILE_OPS.get(op["name"])
+            if group is None:
+                group = "unknown"
+                self.problems.append(f"op '{op['name']}' is not in the table of step_breakdown.py (PROFILE_OPS)")
+            self.ops.append((op, group))
+            if op.get("within") is None:
+                self.groups[group] += op["ms"]
+                continue
+            self.nested.append(op)
+            if op["within"] not in names:
+                self.problems.append(f"op '{op['name']}' is within '{op['within']}', which the profile does not have")
+        self.ops_ms = sum(v for v in self.groups.values())
+        # What the ops leave of the step; below zero when ops overlap (on streams of their own).
+        self.between_ms = self.step_ms - self.ops_ms
+        self.groups["between"] = max(self.between_ms, 0.0)
+        tolerance = 0.01 + 1e-3 * self.step_ms  # the file's rounding
+        for key, mine in (("ops_ms", self.ops_ms), ("difference_ms", self.between_ms)):
+            if abs(data[key] - mine) > tolerance:
+                self.problems.append(f'"{key}" is {data[key]:.3f} ms, the ops give {mine:.3f} ms')
+
+    @property
+    def carried(self):
+        """The groups that hold an op with the GELU or the residual add in it."""
+        return {group for op, group in self.ops if "+" in op["name"] and group in CARRIED}
+
+    def workload(self):
+        parts = [f"B={self.batch} T={self.seq}"]
+        if isinstance(self.micro_batches, int) and self.micro_batches > 1:
+            parts.append(f"{self.micro_batches} micro-batches")
+        if isinstance(self.world, int) and self.world > 1:
+            parts.append(f"{self.world} GPUs")
+        return ", ".join(parts)
+
+    def what(self):
+        """What was timed, and how: the first line under the title."""
+        clock = f" ({self.clock})" if self.clock else ""
+        return f"{self.name}, step {self.step} of its run, timed op by op{clock}"
+
+    def where(self):
+        model = f"GPT-2 {self.model}, " if self.model else ""
+        return f"{model}{self.workload()}, {self.device}"
+
+
+# ----------------------------------------------------------------------------------------------
 # Output
 
 
@@ -329,21 +508,21 @@ def draw_bar(svg, X, y, bar_h, groups, values):
         svg.rect(X(x), y, wide, bar_h, colour, stroke="white", width=0.8)
         label = f"{v:.0f}" if v >= 10 else f"{v:.1f}"
         if wide >= 7.5 * len(label) + 6:
-            dark = key in ("gelu_residual", "lm_head", "other")  # light colours
+            dark = key in ("gelu_residual", "lm_head", "other", "communication", "between")  # light colours
             svg.text(X(x) + wide / 2, y + bar_h / 2 + 4, label, size=11, anchor="middle",
                      colour="#222" if dark else "white")
         x += v
 
 
-def draw_ladder_mark(svg, X, y, bar_h, measured):
-    """The ladder's measured ms/step across a bar at height y: a line with a marker and its value."""
+def draw_ladder_mark(svg, X, y, bar_h, measured, name="ladder"):
+    """The ladder's measured ms/step across a bar at height y: a line with a marker, `name` and its value."""
     if measured is None:
         return
     mx = X(measured)
     svg.line(mx, y - 7, mx, y + bar_h + 7, colour="#222", width=2.0)
     svg.add(f'<path d="M {mx - 5:.1f} {y - 12:.1f} L {mx + 5:.1f} {y - 12:.1f} L {mx:.1f} {y - 5:.1f} Z" '
             'fill="#222"/>')
-    svg.text(mx + 7, y - 4, f"ladder {measured:.1f}", size=10, colour="#222")
+    svg.text(mx + 7, y - 4, f"{name} {measured:.1f}", size=10, colour="#222")
 
 
 def draw_legend(svg, W, y, rows, labels, ladder_text):
@@ -363,28 +542,35 @@ def draw_legend(svg, W, y, rows, labels, ladder_text):
     return foot
 
 
-def draw(stages, ladder, ladder_note, left_out, path):
-    # The ladder's ms/step of the stages drawn here, where it has them.
-    ladder = {s.number: ladder[s.number] for s in stages if ladder and s.number in ladder}
-    incomplete = [s.number for s in stages if s.problems]
-    notes = int(bool(ladder or ladder_note)) + int(bool(incomplete)) + int(bool(left_out))  # lines under the legend
+class Bar:
+    """One bar of a figure: two lines of label left of it, its segments ({group key: ms}), its
+    length, the text right of it (red when `problem`), and a measured ms/step marked across it."""
 
-    n = len(stages)
-    left, right, top = 150, 140, 92
+    def __init__(self, label, sublabel, values, length, end_text, problem=False, mark=None, mark_name="ladder"):
+        self.label, self.sublabel, self.values, self.length = label, sublabel, values, length
+        self.end_text, self.problem, self.mark, self.mark_name = end_text, problem, mark, mark_name
+
+
+def draw_bars(path, title, lines, groups, bars, labels, mark_text=None, notes=(), defs=None):
+    """The figure of both modes: a title, grey `lines` under it, one stacked bar per Bar on one
+    axis of ms per step, a legend of `labels` (label, colour) with `mark_text` explaining the marks,
+    then `notes` (text, colour). `defs`: SVG definitions the colours refer to."""
+    n = len(bars)
+    left, right, top = 150, 140, 56 + 18 * len(lines)
     bar_h, gap = 36, 26
-    legend_rows = (len(GROUPS) + 1) // 2
+    legend_rows = (len(labels) + 1) // 2
     W = 1000
     ph = n * (bar_h + gap)
-    H = top + ph + 66 + legend_rows * 20 + 20 * notes + 16
+    H = top + ph + 66 + legend_rows * 20 + 20 * (int(bool(mark_text)) + len(notes)) + 16
     pw = W - left - right
     svg = Svg(W, H)
-    svg.text(24, 28, "Where one training step's time goes, per stage (ms; shorter is faster)", size=17,
-             weight="bold")
-    svg.text(24, 48, subtitle(stages, stages[0].batch), size=12, colour="#555")
-    svg.text(24, 66, f"each op's median × the times one step runs it ({stages[0].n_layer} blocks, forward and "
-             "backward, the optimizer once), grouped", size=12, colour="#555")
+    if defs:
+        svg.add(defs)
+    svg.text(24, 28, title, size=17, weight="bold")
+    for i, line in enumerate(lines):
+        svg.text(24, 48 + 18 * i, line, size=12, colour="#555")
 
-    most = max([s.total for s in stages] + list(ladder.values()) + [1.0])
+    most = max([b.length for b in bars] + [b.mark for b in bars if b.mark is not None] + [1.0])
     ticks, step = nice_ticks(0, most * 1.02, target=8)
     x1 = ticks[-1]
 
@@ -398,36 +584,139 @@ def draw(stages, ladder, ladder_note, left_out, path):
     svg.line(left, top + ph, left + pw, top + ph)
     svg.text(left + pw / 2, top + ph + 40, "milliseconds per training step", size=13, anchor="middle")
 
-    for i, s in enumerate(stages):
+    for i, b in enumerate(bars):
         y = top + gap / 2 + i * (bar_h + gap)
         # Dark, not the stage's colour of plot.py: here the colours are the op groups'.
-        svg.text(left - 12, y + bar_h / 2 - 2, f"stage {s.number}", size=13, anchor="end", weight="bold")
-        svg.text(left - 12, y + bar_h / 2 + 13, s.short, size=11, anchor="end", colour="#444")
-        draw_bar(svg, X, y, bar_h, GROUPS, s.groups)
-        total = f"sum {s.total:.1f} ms" + (" (incomplete)" if s.problems else "")
-        measured = ladder.get(s.number)
-        label_x = X(max(s.total, measured or 0)) + 8
-        svg.text(label_x, y + bar_h / 2 + 4, total, size=12, weight="bold",
-                 colour="#b00" if s.problems else "#222")
-        draw_ladder_mark(svg, X, y, bar_h, measured)
+        svg.text(left - 12, y + bar_h / 2 - 2, b.label, size=13, anchor="end", weight="bold")
+        svg.text(left - 12, y + bar_h / 2 + 13, b.sublabel, size=11, anchor="end", colour="#444")
+        draw_bar(svg, X, y, bar_h, groups, b.values)
+        label_x = X(max(b.length, b.mark or 0)) + 8
+        svg.text(label_x, y + bar_h / 2 + 4, b.end_text, size=12, weight="bold", colour="#b00" if b.problem else "#222")
+        draw_ladder_mark(svg, X, y, bar_h, b.mark, b.mark_name)
 
+    foot = draw_legend(svg, W, top + ph + 66, legend_rows, labels, mark_text)
+    for text, colour in notes:
+        svg.text(24, foot, text, size=12, colour=colour)
+        foot += 20
+    svg.write(path)
+
+
+def draw(stages, ladder, ladder_note, left_out, path):
+    # The ladder's ms/step of the stages drawn here, where it has them.
+    ladder = {s.number: ladder[s.number] for s in stages if ladder and s.number in ladder}
+    bars = [Bar(f"stage {s.number}", s.short, s.groups, s.total,
+                f"sum {s.total:.1f} ms" + (" (incomplete)" if s.problems else ""), bool(s.problems),
+                ladder.get(s.number)) for s in stages]
     # Legend: the groups in two columns, then the ladder's mark.
     fused = {group for s in stages for _, _, _, _, group, note in s.counted if note}  # hold a fused slot's row
     labels = [(label + (FUSED_NOTE.get(key, "") if key in fused else ""), colour) for key, label, colour in GROUPS]
-    foot = draw_legend(svg, W, top + ph + 66, legend_rows, labels,
-                       "the ladder's measured ms/step (median of whole steps): above the sum by launch gaps "
-                       "and host work, below it where an op finds its input in L2" if ladder else None)
+    notes = []
     if not ladder and ladder_note:
-        svg.text(24, foot, f"ladder: {ladder_note}", size=12, colour="#555")
-        foot += 20
+        notes.append((f"ladder: {ladder_note}", "#555"))
+    incomplete = [s.number for s in stages if s.problems]
     if incomplete:
-        svg.text(24, foot, f"incomplete: stage {', '.join(incomplete)} (rows unknown or not measured: "
-                 "see step_breakdown.py's output)", size=12, colour="#b00")
-        foot += 20
+        notes.append((f"incomplete: stage {', '.join(incomplete)} (rows unknown or not measured: "
+                      "see step_breakdown.py's output)", "#b00"))
     if left_out:
-        svg.text(24, foot, f"left out, no rows at B={stages[0].batch}: {', '.join(left_out)}", size=12,
-                 colour="#b00")
-    svg.write(path)
+        notes.append((f"left out, no rows at B={stages[0].batch}: {', '.join(left_out)}", "#b00"))
+    draw_bars(path, "Where one training step's time goes, per stage (ms; shorter is faster)",
+              [subtitle(stages, stages[0].batch),
+               f"each op's median × the times one step runs it ({stages[0].n_layer} blocks, forward and "
+               "backward, the optimizer once), grouped"],
+              GROUPS, bars, labels,
+              "the ladder's measured ms/step (median of whole steps): above the sum by launch gaps "
+              "and host work, below it where an op finds its input in L2" if ladder else None,
+              notes)
+
+
+def print_profile(prof, detail, out=None):
+    out = out or sys.stdout
+    def emit(line=""):  # a line of the table, without trailing blanks
+        out.write(line.rstrip() + "\n")
+
+    emit(prof.what())
+    emit(prof.where())
+    emit()
+    w = max(len(v) for v in PROFILE_SHORT.values()) + 2
+    emit(f"{'':<{w}}{'ms':>10}{'share':>8}   (share: of the step's time)")
+    shown = {group for op, group in prof.ops if op.get("within") is None}
+    for key, _, _ in PROFILE_GROUPS:
+        v = prof.between_ms if key == "between" else prof.groups[key]
+        if key in shown or key == "between":
+            emit(f"{PROFILE_SHORT[key]:<{w}}{v:>10.2f}{100.0 * v / prof.step_ms:>7.1f}%"
+                 + ("   (below 0: the ops overlap)" if v < 0 else ""))
+    emit(f"{'step':<{w}}{prof.step_ms:>10.2f}{100.0:>7.1f}%")
+    if prof.nested:
+        emit("\nwithin another op, not added again:")
+        for op in prof.nested:
+            emit(f"  {op['name'] + ' (in ' + op['within'] + ')':<{w + 24}}{op['ms']:>10.2f}")
+    if prof.problems:
+        emit("\nthe profile is incomplete:")
+        for problem in prof.problems:
+            emit(f"  {problem}")
+    if detail:
+        emit(f"\nevery op of {os.path.basename(prof.path)}"
+             + ("" if prof.roofed else " (no roof measured: no share of a ceiling)") + ":")
+        emit(f"  {'op':<30} {'pass':<9} {'calls':>5} {'ms':>10} {'share':>7} {'of roof':>8}  group")
+        for op, group in prof.ops:
+            roof = number(op.get("roof_share"))
+            emit(f"  {op['name']:<30} {str(op.get('pass', '?')):<9} {str(op.get('calls', '?')):>5} {op['ms']:>10.3f}"
+                 f" {100.0 * op['ms'] / prof.step_ms:>6.1f}% {'-' if roof is None else f'{100.0 * roof:.0f}%':>8}  "
+                 + PROFILE_SHORT[group] + (f" (within {op['within']})" if op.get("within") is not None else ""))
+
+
+def draw_profile(prof, path):
+    """One bar as long as the step, the time between the ops hatched at its end. Where the ops
+    add up to more (some overlap), the bar is their sum and the step's time a mark across it."""
+    overlap = prof.between_ms < 0
+    length = prof.ops_ms if overlap else prof.step_ms
+    end = f"{'ops' if overlap else 'step'} {length:.1f} ms" + (" (incomplete)" if prof.problems else "")
+    # A numbered stage ("04_fused_kernels"), or the CPU reference ("cpu_reference").
+    head, _, rest = prof.name.partition("_")
+    label, short = (f"stage {prof.number}", prof.short) if prof.number.isdigit() else (head.upper(), rest)
+    bar = Bar(label, short, prof.groups, length, end, bool(prof.problems),
+              prof.step_ms if overlap else None, "step")
+    carried = prof.carried
+    labels = [(label + (f"; {CARRIED[key]}" if key in carried else ""), colour)
+              for key, label, colour in PROFILE_GROUPS if prof.groups[key] > 0]
+    notes = []
+    if prof.captured:
+        notes.append(("the stage runs its step as a CUDA Graph; the step timed here ran without it, op by op", "#555"))
+    if prof.nested:
+        notes.append(("within another op, not added again: "
+                      + "; ".join(f"{op['name']} {op['ms']:.2f} ms (in {op['within']})" for op in prof.nested), "#555"))
+    for problem in prof.problems[:3]:
+        notes.append((f"incomplete: {problem}", "#b00"))
+    if len(prof.problems) > 3:
+        notes.append((f"incomplete: {len(prof.problems) - 3} more (see step_breakdown.py's output)", "#b00"))
+    draw_bars(path, "Where one training step's time goes (ms; shorter is faster)",
+              [prof.what(), prof.where(),
+               "each op's time over all its calls in the step, grouped; the bar is the step's own time"
+               + (": the ops add up to more (some overlap), so the step is the mark" if overlap else "")],
+              PROFILE_GROUPS, [bar], labels,
+              "the step's own time, from before its first op to after its last" if overlap else None,
+              notes, BETWEEN_PATTERN)
+
+
+def profile_main(path, out, detail):
+    """The profile mode of main(): its exit status."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:
+        print(f"step_breakdown.py: error: cannot read {path}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        prof = Profile(path, data)
+    except ProfileError as exc:
+        print(f"step_breakdown.py: error: {path}: {exc}", file=sys.stderr)
+        return 2
+    for problem in prof.problems:
+        print(f"step_breakdown.py: warning: {problem}", file=sys.stderr)
+    print_profile(prof, detail)
+    draw_profile(prof, out)
+    print(f"\nwrote {out}")
+    return 1 if prof.problems else 0
 
 
 def main(argv=None):
@@ -435,15 +724,38 @@ def main(argv=None):
         description="One stacked bar per stage: where one GPT-2 124M training step's time goes, from the kernel "
                     "benchmark's JSON (bench_stageNN --json). Each segment is an op group's medians times the "
                     "number of calls one step makes (the tables ROWS and SLOTS at the top of this script, read "
-                    "off common/train/model_graph.h and gpt.h). Also prints the numbers as a table.",
+                    "off common/train/model_graph.h and gpt.h). With --profile instead: one bar of one real "
+                    "step, from the profile a trainer writes (train --profile), each op timed in the step, "
+                    "grouped the same way (the table PROFILE_OPS), the time between the ops at its end. "
+                    "Also prints the numbers as a table.",
         epilog="Exit status: 0 written and complete; 1 written, but a row was unknown to the tables or one the "
-               "step needs was missing or not measured (reported on stderr, and in the figure); 2 bad usage or "
-               "no readable input. See tests/bench/README.md.")
+               "step needs was missing or not measured (with --profile: an op name unknown to PROFILE_OPS, or "
+               "totals the ops do not give; reported on stderr, and in the figure); 2 bad usage, no readable "
+               "input, or a file that is not a trainer profile. See tests/bench/README.md.")
+    p.usage = ("%(prog)s --out FILE.svg [--batch 16] [--ladder results.json] [--layers 12] [--detail] STAGE.json...\n"
+               "       %(prog)s --profile RUN.profile.json --out FILE.svg [--detail]")
+    # The profile mode has no stage files: they become optional here and are required below.
+    stage_files = next(a for a in p._actions if a.dest == "json")
+    stage_files.nargs, stage_files.required = "*", False
+    batch = p.get_default("batch")
+    p.set_defaults(batch=None)  # None: not given, as the profile mode wants it
+    p.add_argument("--profile", metavar="RUN.profile.json",
+                   help="instead of STAGE.json: the profile of one step that train --profile writes (one bar)")
     p.add_argument("--ladder", metavar="results.json",
                    help="the ladder's results.json (tests/bench/ladder.py): its measured ms/step beside each sum")
-    p.add_argument("--layers", type=int, default=N_LAYER, help=f"blocks of the model [{N_LAYER}, GPT-2 124M]")
-    p.add_argument("--detail", action="store_true", help="also print every row: its median, its count, its ms")
+    p.add_argument("--layers", type=int, help=f"blocks of the model [{N_LAYER}, GPT-2 124M]")
+    p.add_argument("--detail", action="store_true",
+                   help="also print every row: its median, its count, its ms (with --profile: every op)")
     args = p.parse_args(argv)
+    if args.profile is not None:
+        if args.json or args.ladder or args.batch is not None or args.layers is not None:
+            p.error("--profile draws the profile's own step: STAGE.json, --batch, --layers and --ladder are "
+                    "for the kernel benchmark's files")
+        return profile_main(args.profile, args.out, args.detail)
+    if not args.json:
+        p.error("the kernel benchmark's STAGE.json files (or --profile RUN.profile.json) are required")
+    args.batch = batch if args.batch is None else args.batch
+    args.layers = N_LAYER if args.layers is None else args.layers
     if args.batch < 1 or args.layers < 1:
         p.error("--batch and --layers must be positive")
 

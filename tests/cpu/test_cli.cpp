@@ -224,6 +224,25 @@ TEST(TrainOptions, EveryNumberIsCheckedAgainstItsDomain) {
     EXPECT_EQ(error({"--init", "a", "--resume", "b"}), "options --init and --resume exclude each other");
 }
 
+// A flag takes no value: "--profile" turns it on, "--profile=yes" is a mistake, and a word after
+// it is not swallowed as its value.
+TEST(Cli, FlagsTakeNoValue) {
+    const TrainOptions defaults = default_options(false);
+    EXPECT_FALSE(defaults.profile);
+    bool help = false;
+    Args a({"--profile", "--steps", "3"});
+    const TrainOptions o = parse_options(a.argc(), a.argv(), defaults, help);
+    EXPECT_TRUE(o.profile);
+    EXPECT_EQ(o.steps, 3);
+    Args b({"--profile=yes"});
+    EXPECT_EQ(error_of([&] { parse_options(b.argc(), b.argv(), defaults, help); }), "option --profile takes no value");
+    Args c({"--profile", "7"});
+    EXPECT_EQ(error_of([&] { parse_options(c.argc(), c.argv(), defaults, help); }),
+              "unexpected argument '7': this tool takes only options (see --help)");
+    const std::string usage_text = usage("train", defaults, "title");
+    EXPECT_NE(usage_text.find("  --profile               time one step"), std::string::npos) << usage_text;
+}
+
 TEST(TrainOptions, HelpShowsTheDefaults) {
     const std::string help = usage("train", default_options(true), "title");
     EXPECT_EQ(help.find("title\n\nusage: train [options]\n"), 0u) << help;

@@ -113,7 +113,7 @@ class CommittedResults(unittest.TestCase):
         text = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
         self.assertIn("NVIDIA H100 80GB HBM3, 2026-11-23, GPT-2 124M B=16 T=1024", text)
         self.assertIn("each point is one op timed alone (kernel benchmark, median, L2 emptied), counted as in "
-                      "tests/bench/op_cost.h", text)
+                      "common/train/op_cost.h", text)
         self.assertIn("lm_head fwd", text)
         self.assertIn("attention fwd, bwd", text)
         # The roofs of ceilings.json, and the ridge where they meet.

@@ -1,6 +1,7 @@
 // How much work each op of the model is: the bytes it must move at the least, and the FLOPs of
-// its matrix products. The kernel benchmark (kernel_bench.cuh) divides these by the measured
-// time; op_cost_test.cpp checks them on the CPU (against the MFU formula, among others).
+// its matrix products. The kernel benchmark (tests/bench/kernel_bench.cuh) and a trainer's
+// --profile (train/profile.h) divide these by the measured time; tests/bench/op_cost_test.cpp
+// checks them on the CPU (against the MFU formula, among others).
 //
 // Bytes: every tensor in the op's contract (its arguments, as the model graph passes them) read
 // once and written once, each in its own element type: activations in act_t (sizeof(act_t)
@@ -27,8 +28,9 @@
 //
 // Pure host arithmetic in double (counts reach 10^12, far beyond int), no CUDA.
 #pragma once
+#include <string>
 
-namespace gpt::bench {
+namespace gpt {
 
 constexpr double kFp32Bytes = 4;   // statistics, losses, parameter gradients, optimizer state
 constexpr double kTokenBytes = 4;  // token ids (int32)
@@ -157,4 +159,14 @@ inline Cost optimizer_step(double P, double act, bool act_copy) {
 }
 
 }  // namespace cost
-}  // namespace gpt::bench
+
+// The two ceilings an op is read against, measured on the GPU (common/cuda/ceilings.cuh): a large
+// device-to-device copy for the ops that only move data, a large bf16 GEMM for the ops made of
+// matrix products. Zero where there are none (the CPU).
+struct Roofs {
+    double gb_per_s = 0, tflops = 0;
+    std::string source;  // how they were found, or why there are none
+    bool known() const { return gb_per_s > 0 && tflops > 0; }
+};
+
+}  // namespace gpt
