@@ -13,7 +13,7 @@ source "$REPO/tests/gpu/clean_environment.sh"
 BUILD="$REPO/build/all"
 PHASES=(build tests sanitizer workshop kernels ladder)
 declare -A BUDGET=([build]=480 [tests]=480 [sanitizer]=480 [workshop]=480 [kernels]=360 [ladder]=480 [curve]=480
-                   [quick]=540)
+                   [ncu]=480 [quick]=540)
 
 usage() {
     cat <<'EOF'
@@ -25,7 +25,7 @@ the one command of a GPU window of 15 minutes (its start included; 10 minutes a 
              every GPU test, stages 03-06 first; the kernel benchmark of every stage and
              attention.py; a short ladder (C++ stages newest first, then PyTorch); then the
              summary and the archive, written before the deadline whatever happened. The
-             sanitizer, workshop, profile and curve phases are left for a longer window.
+             sanitizer, workshop, profile, curve and ncu phases are left for a longer window.
 
 phases (each within 8 minutes on one H100; `all` runs the six in order, about 30 minutes):
   build      configure the `all` preset for this GPU; build the trainers, test_stageNN,
@@ -43,6 +43,10 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
   ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU;
              the step breakdown and the stage 05 page again, with the ladder's ms/step
   curve      (not in `all`) write the PyTorch reference curve of GPT-2 124M on the default corpus
+  ncu        (not in `all`) Nsight Compute on the kernels the chapters argue about: one row of a
+             stage's kernel benchmark per report, its kernels once each, in ncu/NAME.ncu-rep with
+             the report's details as NAME.txt and NAME.csv (ncu from env NCU, PATH or
+             /usr/local/cuda/bin); without a GPU or ncu it lists its commands
 
 options:
   --phase NAME     a phase above, or `all` (repeatable) [all]
@@ -107,9 +111,17 @@ no_gpu() { [[ -z "$GPU" ]]; }
 # status (124 when stopped; 130 after Ctrl-C or SIGTERM, which stops the group too). With SHOW=1
 # the output is also shown as it comes.
 GRACE=10
+# The words as a shell would read them back: those with spaces or special characters in quotes.
+quoted() {
+    local word words=()
+    for word in "$@"; do
+        if [[ "$word" =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then words+=("$word"); else words+=("'${word//\'/\'\\\'\'}'"); fi
+    done
+    echo "${words[*]}"
+}
 run() {
     local log=$1 pid left stop="" i; shift
-    echo "  \$ $*" | sed "s|$REPO/||g" | tee -a "$log"
+    echo "  \$ $(quoted "$@")" | sed "s|$REPO/||g" | tee -a "$log"
     if ((${SHOW:-0})); then setsid "$@" > >(tee -a "$log" | sed 's/^/  | /') 2>&1 &
     else setsid "$@" >>"$log" 2>&1 & fi
     pid=$!
@@ -373,6 +385,131 @@ phase_curve() {
         STATUS=PASS DETAIL="wrote ${dest#"$REPO"/}" || STATUS=FAIL DETAIL="see logs/curve.log"
 }
 
+# --- The ncu phase: Nsight Compute on the kernels the chapters argue about -----------------------
+#
+# A target is one row of a stage's kernel benchmark (bench_stageNN --ops: one op, one pass, at
+# B = NCU_BATCH), run under ncu with a filter on kernel names; its report is ncu/NAME.ncu-rep.
+# Before that row the benchmark measures its ceilings, a copy and a cuBLASLt GEMM whose algorithms
+# it times, and a stage that times matmul algorithms (04 on) times those of a shape on its first
+# call: launches that a matmul target's filter matches too, fewer than NCU_SKIP in all. So ncu skips
+# the first NCU_SKIP launches that match and profiles the next COUNT, the row's kernels per run.
+# The row's NCU_SKIP + COUNT warm-up runs are alike, so COUNT launches in a row among them are each
+# of its kernels once. (The counts of the LM head's backward and of fc+gelu allow for a product
+# that cuBLASLt splits into two kernels, or a separate epilogue; where it does not, one kernel is
+# profiled twice.)
+NCU_SKIP=300
+NCU_BATCH=8
+NCU_TARGET_SECONDS=90  # the most one target may take (predicted: 5 to 30 s)
+NCU_SECTIONS=(SpeedOfLight MemoryWorkloadAnalysis MemoryWorkloadAnalysis_Tables ComputeWorkloadAnalysis Occupancy
+    WarpStateStats LaunchStats)
+NCU_METRICS=dram__bytes_read.sum,dram__bytes_write.sum  # the bytes each kernel moved, beside op_cost.h's least
+# cuBLAS(Lt)'s kernels by their demangled names (sm90_xmma_gemm_..., nvjet_..., cutlass3x_..._gemm_...).
+MATMUL_KERNELS='gemm|gemv|nvjet|xmma|cutlass|cublas|splitK'
+NCU_NAMES=() NCU_STAGES=() NCU_COUNTS=() NCU_ROWS=() NCU_KERNELS=() NCU_MORE=()
+ncu_target() {  # report-name stage count benchmark-rows kernel-names [benchmark options]
+    NCU_NAMES+=("$1") NCU_STAGES+=("$2") NCU_COUNTS+=("$3") NCU_ROWS+=("$4") NCU_KERNELS+=("$5") NCU_MORE+=("${6:-}")
+}
+# Most wanted first (what each settles: tests/gpu/README.md, "The ncu phase"): a phase cut short
+# loses the end of the list.
+ncu_target stage02_attention_forward 02 3 '^Attention forward$' "causal_softmax|$MATMUL_KERNELS"
+ncu_target stage02_attention_backward 02 5 '^Attention backward$' "causal_softmax|$MATMUL_KERNELS"
+ncu_target stage02_lm_head_forward 02 1 '^Matmul lm_head forward$' "$MATMUL_KERNELS|copy_matrices"
+ncu_target stage05_lm_head_50257_forward 05 1 '^Matmul lm_head at 50257 forward$' "$MATMUL_KERNELS|copy_matrices"
+ncu_target stage05_lm_head_50304_forward 05 1 '^Matmul lm_head at 50304 forward$' "$MATMUL_KERNELS|copy_matrices"
+ncu_target stage02_lm_head_backward 02 3 '^Matmul lm_head backward$' "$MATMUL_KERNELS|copy_matrices"
+ncu_target stage05_lm_head_50257_backward 05 3 '^Matmul lm_head at 50257 backward$' "$MATMUL_KERNELS|copy_matrices"
+ncu_target stage05_lm_head_50304_backward 05 3 '^Matmul lm_head at 50304 backward$' "$MATMUL_KERNELS|copy_matrices"
+ncu_target stage02_layernorm_forward 02 1 '^LayerNorm forward$' layernorm
+ncu_target stage02_layernorm_backward 02 2 '^LayerNorm backward$' layernorm
+ncu_target stage03_flash_forward 03 1 '^Attention forward$' flash
+ncu_target stage03_flash_backward 03 3 '^Attention backward$' flash
+ncu_target stage03_flash_forward_16_rows 03 1 '^Attention 16 rows per warp forward$' flash '--attention-variants yes'
+ncu_target stage03_flash_backward_deterministic_dq 03 3 '^Attention deterministic dq backward$' flash \
+    '--attention-variants yes'
+ncu_target stage04_fc_gelu 04 3 '^MatmulBiasGelu fc forward$' "$MATMUL_KERNELS|gelu|add_bias"
+ncu_target stage04_residual_layernorm_forward 04 1 '^ResidualLayerNorm forward$' layernorm
+ncu_target stage04_residual_layernorm_backward 04 1 '^ResidualLayerNorm backward$' layernorm
+ncu_target stage04_fused_classifier 04 1 '^ClassifierWithGrad forward\+backward$' fused_classifier
+ncu_target stage04_adamw 04 2 '^Optimizer step$' 'sum_into|adamw'
+# The gradient norm and stage 02's 16 launches, one per parameter tensor.
+ncu_target stage02_adamw 02 17 '^Optimizer step$' 'sum_into|adamw'
+
+ncu_command() {  # target index: sets NCU_BENCH (the benchmark's command) and NCU_CMD (ncu's, around it)
+    local i=$1 section
+    NCU_BENCH=("$BUILD/stages/bench_stage${NCU_STAGES[$i]}" --ops "${NCU_ROWS[$i]}" --batch "$NCU_BATCH"
+        --warmup $((NCU_SKIP + NCU_COUNTS[i])) --iters 1)
+    # shellcheck disable=SC2206  # an option and its value, neither with spaces
+    NCU_BENCH+=(${NCU_MORE[$i]})
+    NCU_CMD=("${NCU_BIN:-ncu}" --kernel-name-base demangled --kernel-name "regex:${NCU_KERNELS[$i]}"
+        --launch-skip "$NCU_SKIP" --launch-count "${NCU_COUNTS[$i]}")
+    for section in "${NCU_SECTIONS[@]}"; do NCU_CMD+=(--section "$section"); done
+    NCU_CMD+=(--metrics "$NCU_METRICS" --force-overwrite --export "$OUT/ncu/${NCU_NAMES[$i]}" "${NCU_BENCH[@]}")
+}
+
+# Without a GPU or without ncu: the commands, and without a GPU a check of each that needs none.
+ncu_list() {
+    local i n=${#NCU_NAMES[@]} rc wrong=()
+    for ((i = 0; i < n; i++)); do
+        ncu_command "$i"
+        echo "  would run: $(quoted "${NCU_CMD[@]}" | sed "s|$REPO/||g")"
+        # The benchmark checks its options, and that --ops names rows, before it looks for a GPU:
+        # exit status 3 (no usable GPU) means the command is right as far as this machine can tell.
+        if no_gpu && [[ -x "${NCU_BENCH[0]}" ]]; then
+            "${NCU_BENCH[@]}" >"$LOGS/ncu_${NCU_NAMES[$i]}.log" 2>&1
+            rc=$?
+            if ((rc != 3)); then
+                wrong+=("${NCU_NAMES[$i]}")
+                echo "  bench_stage${NCU_STAGES[$i]} refused it (exit status $rc):"
+                tail -n 3 "$LOGS/ncu_${NCU_NAMES[$i]}.log" | sed 's/^/  | /'
+            fi
+        fi
+    done
+    echo "  then, for each: ncu --import ncu/NAME.ncu-rep --page details > ncu/NAME.txt (--csv > ncu/NAME.csv)"
+    if ((${#wrong[@]})); then STATUS=FAIL DETAIL="the kernel benchmark refused the command of ${wrong[*]} (above)"
+    elif no_gpu; then STATUS=NO-GPU DETAIL="Nsight Compute needs a GPU (the $n commands are above)"
+    else STATUS=SKIPPED DETAIL="no ncu (env NCU, PATH, /usr/local/cuda/bin/ncu); the $n commands are above"; fi
+}
+
+phase_ncu() {
+    local i n=${#NCU_NAMES[@]} name log rc report profiled=0 bytes not_profiled=()
+    NCU_BIN=${NCU:-$(command -v ncu 2>/dev/null)}
+    [[ -z "$NCU_BIN" && -x /usr/local/cuda/bin/ncu ]] && NCU_BIN=/usr/local/cuda/bin/ncu
+    mkdir -p "$OUT/ncu"
+    if no_gpu || [[ -z "$NCU_BIN" ]]; then ncu_list; return; fi
+    rm -f "$OUT"/ncu/*.ncu-rep "$OUT"/ncu/*.txt "$OUT"/ncu/*.csv  # an earlier run's must not pass for this one's
+    for ((i = 0; i < n; i++)); do
+        name=${NCU_NAMES[$i]} log="$LOGS/ncu_${NCU_NAMES[$i]}.log" report="$OUT/ncu/${NCU_NAMES[$i]}.ncu-rep"
+        ((DEADLINE - SECONDS >= 20)) || { not_profiled+=("$name (no time left)"); continue; }
+        ncu_command "$i"
+        [[ -x "${NCU_BENCH[0]}" ]] || { not_profiled+=("$name (bench_stage${NCU_STAGES[$i]} not built)"); continue; }
+        : >"$log"
+        capped "$NCU_TARGET_SECONDS" run "$log" "${NCU_CMD[@]}"
+        rc=$?
+        if grep -q ERR_NVGPUCTRPERM "$log"; then  # every target would fail the same way
+            STATUS=FAIL DETAIL="ncu may not read this GPU's performance counters here (ERR_NVGPUCTRPERM:"
+            DETAIL+=" profiling needs an administrator's permission on this machine; logs/ncu_$name.log)"
+            return
+        fi
+        if ((rc != 0)) || [[ ! -f "$report" ]]; then
+            grep -q 'No kernels were profiled' "$log" && rc="no kernel matched"
+            not_profiled+=("$name ($rc: logs/ncu_$name.log)")
+            continue
+        fi
+        # The details page as ncu prints it (with its rules' advice), and as CSV.
+        if ! timeout 120 "$NCU_BIN" --import "$report" --page details >"${report%.ncu-rep}.txt" 2>>"$log" ||
+            ! timeout 120 "$NCU_BIN" --import "$report" --page details --csv >"${report%.ncu-rep}.csv" 2>>"$log"; then
+            not_profiled+=("$name (its report could not be read: logs/ncu_$name.log)")
+            continue
+        fi
+        profiled=$((profiled + 1))
+        echo "  $name: $(tail -n +2 "${report%.ncu-rep}.csv" | cut -d, -f1 | sort -u | wc -l) of ${NCU_COUNTS[$i]} launches profiled"
+    done
+    bytes=$(cat "$OUT"/ncu/*.ncu-rep 2>/dev/null | wc -c)
+    DETAIL="$profiled of $n targets profiled, $((bytes >> 10)) KiB of reports: ncu/NAME.ncu-rep, .txt, .csv"
+    ((${#not_profiled[@]} == 0)) || DETAIL+="; not profiled: ${not_profiled[*]}"
+    ((${#not_profiled[@]} == 0)) && STATUS=PASS || STATUS=FAIL
+}
+
 # --- The quick phase: one command of a 15-minute GPU window ----------------------------------
 #
 # A GPU machine comes rarely, with 15 minutes of device time in all (its start included) and 10
@@ -625,7 +762,7 @@ phase_quick() {
         fi
     done
     DEADLINE=$end
-    local left_out="left out for a longer GPU window: the sanitizer, workshop and curve phases, the kernels phase's PyTorch profile"
+    local left_out="left out for a longer GPU window: the sanitizer, workshop, curve and ncu phases, the kernels phase's PyTorch profile"
     echo "  $left_out" | tee -a "$OUT/summary.txt"
     if ((failed == 0)); then STATUS=PASS DETAIL="every part passed"
     elif no_gpu && ((failed == nogpu)); then STATUS=NO-GPU DETAIL="built and planned; the other parts need a GPU"
@@ -662,13 +799,20 @@ main() {
 # Every log and result, without checkpoints and token files, in one archive that travels.
 archive() {
     # Written beside, then moved: an archive inside --out must not pack itself.
-    local tmp
+    local tmp bytes without=() note=""
     tmp=$(mktemp "${TMPDIR:-/tmp}/gpu_check.XXXXXX.tar.gz") || return 1
-    tar -czf "$tmp" -C "$OUT" --exclude='*.ckpt' --exclude='*.bin' --exclude="$(basename "$ARCHIVE")" . &&
-        mv -f "$tmp" "$ARCHIVE" || { rm -f "$tmp"; return 1; }
-    local bytes
-    bytes=$(stat -c %s "$ARCHIVE")
-    echo "archive: $ARCHIVE, $((bytes >> 10)) KiB"
+    while true; do
+        tar -czf "$tmp" -C "$OUT" --exclude='*.ckpt' --exclude='*.bin' --exclude="$(basename "$ARCHIVE")" \
+            "${without[@]}" . || { rm -f "$tmp"; return 1; }
+        bytes=$(stat -c %s "$tmp")
+        # Nsight Compute's reports (the ncu phase) are the largest results and hardly compress: where
+        # they would take the archive past its limit, they stay in --out, and their pages travel.
+        if ((bytes <= 16 << 20 || ${#without[@]} > 0)) || ! compgen -G "$OUT/ncu/*.ncu-rep" >/dev/null; then break; fi
+        without=(--exclude='*.ncu-rep')
+        note=", without ncu/*.ncu-rep, which would have taken it past 16 MiB (they stay in $OUT/ncu/; their .txt and .csv are in it)"
+    done
+    mv -f "$tmp" "$ARCHIVE" || { rm -f "$tmp"; return 1; }
+    echo "archive: $ARCHIVE, $((bytes >> 10)) KiB$note"
     ((bytes <= 16 << 20)) || { echo "error: the archive is larger than 16 MiB"; return 1; }
 }
 
