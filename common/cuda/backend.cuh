@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -195,7 +196,8 @@ struct CudaBackend {
     // buffers are gone afterwards, and do not count in the run's peak memory.
     static Roofs measure_roofs() {
         struct ForgetPeak {
-            ~ForgetPeak() { cuda::MemoryStats::peak() = cuda::MemoryStats::current().load(); }
+            size_t before = cuda::MemoryStats::peak().load();
+            ~ForgetPeak() { cuda::MemoryStats::peak() = std::max(before, cuda::MemoryStats::current().load()); }
         } forget_peak;
         try {
             cudaStream_t stream = nullptr;
@@ -208,9 +210,13 @@ struct CudaBackend {
                 cuda::measure_copy(cuda::kCopyMiB << 20, cuda::kCeilingWarmup, cuda::kCeilingIters, stream);
             const cuda::GemmCeiling gemm =
                 cuda::measure_gemm(cuda::kGemmSize, cuda::kCeilingWarmup, cuda::kCeilingIters, stream);
+            if (!(copy.gb_per_s > 0 && gemm.tflops > 0)) return {0, 0, "measuring them gave no rate"};
             return {copy.gb_per_s, gemm.tflops, "measured at start-up"};
         } catch (const Error& e) {
             cudaGetLastError();  // an allocation that failed leaves no error behind for the run
+            // A kernel that failed does: then the GPU is not fit to train on either.
+            if (cudaDeviceSynchronize() != cudaSuccess)
+                throw Error(std::string("the GPU failed while measuring its ceilings for --profile: ") + e.what());
             return {0, 0, std::string("measuring them failed: ") + e.what()};
         }
     }

@@ -298,13 +298,23 @@ class GPT {
             enqueue_update(settings);
         };
         if (profile) {
-            profile_ = profile;
-            graph_.set_profile(profile);
-            profile->begin_step();
-            enqueue();
-            profile->end_step();
-            graph_.set_profile(nullptr);
-            profile_ = nullptr;
+            struct Profiling {  // however the step ends, the next one is not profiled
+                GPT& model;
+                Profiling(GPT& m, StepProfile<S>* p) : model(m) {
+                    model.profile_ = p;
+                    model.graph_.set_profile(p);
+                }
+                ~Profiling() {
+                    model.profile_ = nullptr;
+                    model.graph_.set_profile(nullptr);
+                }
+            };
+            {
+                Profiling profiling(*this, profile);
+                profile->begin_step();
+                enqueue();
+                profile->end_step();
+            }
             return sync();
         }
         // [stage switch kCaptureStep]

@@ -176,9 +176,15 @@ inline void report_profile(const ProfileReport& report, const ProfileContext& ru
     std::printf("%s", profile_table(report, run).c_str());
     const std::string json = profile_path(log_path, ".json"), svg = profile_path(log_path, ".svg");
     if (!json.empty()) {
-        ReplacingFile file(json, "--profile's table");
-        file.write(profile_json(report, run));
-        file.commit();
+        try {  // checked before the first step; a full disk now must not end a long run
+            ReplacingFile file(json, "--profile's table");
+            file.write(profile_json(report, run));
+            file.commit();
+        } catch (const Error& e) {
+            std::printf("warning: %s; the run goes on\n", e.what());
+            std::fflush(stdout);
+            return;
+        }
         const std::string why_not = draw_profile_figure(json, svg);
         std::printf("profile    %s%s\n", json.c_str(),
                     why_not.empty() ? (", " + svg).c_str() : ("; figure: " + why_not).c_str());

@@ -126,6 +126,9 @@ TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, 
     if (!o.init.empty() && !o.resume.empty()) throw Error("options --init and --resume exclude each other");
     if (o.eval_file.empty() && o.eval_every > 0)
         throw Error("--eval-every " + std::to_string(o.eval_every) + " needs --eval FILE, the HellaSwag examples");
+    if (o.profile && (!o.prompt.empty() || (!o.eval_file.empty() && o.eval_every == 0)))
+        throw Error("--profile times a training step; " +
+                    std::string(o.prompt.empty() ? "--eval without --eval-every" : "--prompt") + " does not train");
     if (!o.eval_file.empty() && !o.prompt.empty())
         throw Error("options --eval and --prompt exclude each other: each runs the model without training");
     return o;

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 
@@ -90,7 +92,8 @@ Achieved achieved(const ProfileRow& row, const Roofs& roofs) {
     return a;
 }
 
-std::string json_number(double v) { return std::isfinite(v) ? format("%.6g", v) : "null"; }
+// Enough digits that counts of bytes and FLOPs come back whole.
+std::string json_number(double v) { return std::isfinite(v) ? format("%.15g", v) : "null"; }
 
 }  // namespace
 
@@ -189,19 +192,29 @@ std::string draw_profile_figure(const std::string& json_path, const std::string&
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    // The script's own table would repeat the trainer's: its output goes nowhere.
+    // The script's own table would repeat the trainer's: its output goes nowhere, and it reads nothing.
+    std::remove(svg_path.c_str());  // so that an SVG afterwards is this run's
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const bool redirected = posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0) == 0 &&
+                            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0) == 0 &&
+                            posix_spawn_file_actions_adddup2(&actions, 1, 2) == 0;
     pid_t pid = 0;
-    const int spawned = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
+    const int spawned =
+        redirected ? posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ) : -1;
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) return "cannot run " + python + "; draw it with: " + command;
     int status = 0;
-    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status)) return "the figure script did not finish; see: " + command;
-    if (WEXITSTATUS(status) == 0) return "";
-    if (WEXITSTATUS(status) == 1) return "drawn, but the script met an op it does not know; see: " + command;
+    pid_t waited = -1;
+    do waited = waitpid(pid, &status, 0);
+    while (waited < 0 && errno == EINTR);
+    if (waited < 0 || !WIFEXITED(status)) return "the figure script did not finish; see: " + command;
+    // Exit 1 is the script's "drawn, with ops it does not know", but also Python's for any
+    // uncaught error: only an SVG that is there says which.
+    struct stat st {};
+    const bool drawn = stat(svg_path.c_str(), &st) == 0 && st.st_size > 0;
+    if (WEXITSTATUS(status) == 0 && drawn) return "";
+    if (WEXITSTATUS(status) == 1 && drawn) return "drawn, but the script met an op it does not know; see: " + command;
     return "the figure script failed; see: " + command;
 }
 

@@ -241,6 +241,13 @@ TEST(Cli, FlagsTakeNoValue) {
               "unexpected argument '7': this tool takes only options (see --help)");
     const std::string usage_text = usage("train", defaults, "title");
     EXPECT_NE(usage_text.find("  --profile               time one step"), std::string::npos) << usage_text;
+    // What does not train has no step to time.
+    Args d({"--profile", "--prompt", "Hello"});
+    EXPECT_EQ(error_of([&] { parse_options(d.argc(), d.argv(), defaults, help); }),
+              "--profile times a training step; --prompt does not train");
+    Args e({"--profile", "--eval", "h.bin"});
+    EXPECT_EQ(error_of([&] { parse_options(e.argc(), e.argv(), defaults, help); }),
+              "--profile times a training step; --eval without --eval-every does not train");
 }
 
 TEST(TrainOptions, HelpShowsTheDefaults) {
