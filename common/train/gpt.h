@@ -384,13 +384,7 @@ class GPT {
     // What a profiled step of micro-batches of B x T is sized by (train/profile.h).
     ProfileSizes profile_sizes(int B, int T) const {
         ProfileSizes p;
-        p.ops.B = B;
-        p.ops.T = T;
-        p.ops.C = config_.n_embd;
-        p.ops.NH = config_.n_head;
-        p.ops.V = config_.vocab_size;
-        p.ops.Vp = Vp_;
-        p.ops.act = sizeof(act_t);
+        p.ops = op_sizes(config_, Vp_, B, T, sizeof(act_t));
         p.optimizer_params = double(shard_.count);
         p.act_copy = !std::is_same_v<act_t, float>;
         return p;

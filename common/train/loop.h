@@ -309,18 +309,14 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
     }
     // The step --profile times: the third of this run, after a warm-up step and, in a stage that
     // captures its step, the step that records it (0-based).
-    const int run_start = opt.resume.empty() ? 0 : start.step;
-    const int profile_step = opt.profile ? run_start + std::min(2, stop - run_start - 1) : -1;
+    const int first_step = opt.resume.empty() ? 0 : start.step;
+    const int profile_step = opt.profile ? first_step + std::min(2, stop - first_step - 1) : -1;
 
     model_holder = std::make_unique<GPT<S>>(config, opt.batch, opt.seq, micro_batches, &parallel);
     GPT<S>& model = *model_holder;
-    int first_step = 0;
     if (!ckpt_path.empty()) {
         model.set_parameters(start.params);
-        if (!opt.resume.empty()) {
-            model.set_optimizer_state(start.m, start.v);
-            first_step = start.step;
-        }
+        if (!opt.resume.empty()) model.set_optimizer_state(start.m, start.v);
     } else {
         model.set_parameters(init_parameters(config, opt.seed));
     }
@@ -355,7 +351,7 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
                 opt.warmup, opt.min_lr_frac);
     if (opt.profile)
         std::printf("profile    step %d will be timed op by op%s%s\n", profile_step + 1,
-                    profile_step - run_start < 2 ? " (within the warm-up: give --steps 3 or more for a steady step)"
+                    profile_step - first_step < 2 ? " (within the warm-up: give --steps 3 or more for a steady step)"
                                                  : "",
                     profile_json_path.empty() ? "; --log PATH also keeps it as JSON and draws it" : "");
     std::fflush(stdout);

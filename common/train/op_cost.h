@@ -30,6 +30,8 @@
 #pragma once
 #include <string>
 
+#include "model/config.h"
+
 namespace gpt {
 
 constexpr double kFp32Bytes = 4;   // statistics, losses, parameter gradients, optimizer state
@@ -45,6 +47,20 @@ struct OpSizes {
     double N() const { return B * T; }    // positions
     double HS() const { return C / NH; }  // head size
 };
+
+// A model's ops at micro-batches of B x T, with the vocabulary padded to Vp rows and act bytes
+// an activation.
+inline OpSizes op_sizes(const GPTConfig& config, double Vp, double B, double T, double act) {
+    OpSizes s;
+    s.B = B;
+    s.T = T;
+    s.C = config.n_embd;
+    s.NH = config.n_head;
+    s.V = config.vocab_size;
+    s.Vp = Vp;
+    s.act = act;
+    return s;
+}
 
 struct Cost {
     double bytes = 0;  // the least the op reads plus writes

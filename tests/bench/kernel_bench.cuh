@@ -461,17 +461,7 @@ class KernelBench {
         optimizer();
     }
 
-    OpSizes sizes(int B) const {
-        OpSizes s;
-        s.B = B;
-        s.T = options_.seq;
-        s.C = C_;
-        s.NH = NH_;
-        s.V = V_;
-        s.Vp = Vp_;
-        s.act = sizeof(act_t);
-        return s;
-    }
+    OpSizes sizes(int B) const { return op_sizes(config_, Vp_, B, options_.seq, sizeof(act_t)); }
     std::string rows_shape(int N, int C) const { return "N=" + std::to_string(N) + " C=" + std::to_string(C); }
 
     void embedding(int B) {

@@ -17,15 +17,7 @@ namespace cost = gpt::cost;
 
 OpSizes d12_sizes(double B, double T, double act_bytes) {
     const gpt::GPTConfig c = gpt::config_by_name("d12");
-    OpSizes s;
-    s.B = B;
-    s.T = T;
-    s.C = c.n_embd;
-    s.NH = c.n_head;
-    s.V = c.vocab_size;
-    s.Vp = c.vocab_size;
-    s.act = act_bytes;
-    return s;
+    return gpt::op_sizes(c, c.vocab_size, B, T, act_bytes);
 }
 
 double forward_and_backward(const Cost& forward, const Cost& backward) { return forward.flops + backward.flops; }

@@ -698,13 +698,20 @@ def draw_profile(prof, path):
               notes, BETWEEN_PATTERN)
 
 
-def profile_main(path, out, detail):
-    """The profile mode of main(): its exit status."""
+def read_json(path):
+    """The file's JSON, or None after saying on stderr why it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            return json.load(f)
     except (OSError, ValueError) as exc:
         print(f"step_breakdown.py: error: cannot read {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def profile_main(path, out, detail):
+    """The profile mode of main(): its exit status."""
+    data = read_json(path)
+    if data is None:
         return 2
     try:
         prof = Profile(path, data)
@@ -761,11 +768,8 @@ def main(argv=None):
 
     stages, left_out = [], []
     for path in args.json:
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError) as exc:
-            print(f"step_breakdown.py: error: cannot read {path}: {exc}", file=sys.stderr)
+        data = read_json(path)
+        if data is None:
             return 2
         stage = Stage(path, data, args.batch, args.layers)
         if stage.rows_at_batch == 0 or not stage.counted:

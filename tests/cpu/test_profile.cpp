@@ -23,13 +23,7 @@ namespace cost = gpt::cost;
 ProfileSizes d12_sizes(double B, double T) {
     const gpt::GPTConfig c = gpt::config_by_name("d12");
     ProfileSizes p;
-    p.ops.B = B;
-    p.ops.T = T;
-    p.ops.C = c.n_embd;
-    p.ops.NH = c.n_head;
-    p.ops.V = c.vocab_size;
-    p.ops.Vp = c.padded_vocab(128);
-    p.ops.act = 2;
+    p.ops = gpt::op_sizes(c, c.padded_vocab(128), B, T, 2);
     p.optimizer_params = double(gpt::ParamLayout(c, c.padded_vocab(128)).total());
     p.act_copy = true;
     return p;
