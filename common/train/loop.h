@@ -75,6 +75,29 @@ inline int micro_batches_per_step(const TrainOptions& opt, int world) {
     return static_cast<int>(micro_batches);
 }
 
+// A run whose batch was not given keeps its tokens per step where the default batch does not fit
+// the memory: the batch becomes the fewest micro-batches that fit (gradient accumulation), each
+// process splitting alike. Sets opt's batch and total batch, and returns the banner's line about
+// it; nothing changes (and "") when the batch fits, or when not even one sequence does (then
+// check_memory refuses the run as it stands).
+template <class S, class Parallel>
+std::string fit_default_batch(TrainOptions& opt, const GPTConfig& config, Parallel& parallel) {
+    const int world = parallel.world();
+    const int micro_batches = micro_batches_per_step(opt, world);
+    uint64_t split = fewest_micro_batches_that_fit<S>(config, opt.batch, opt.seq, micro_batches, &parallel);
+    for (const uint64_t k : parallel.gather_values(split)) split = k == 0 || split == 0 ? 0 : std::max(split, k);
+    if (split <= 1) return "";
+    const int B = opt.batch, k = static_cast<int>(split);
+    const auto [one, two] = memory_per_batch<S>(config, opt.seq, micro_batches, &parallel);
+    const long long step_tokens = static_cast<long long>(B) * opt.seq * micro_batches * world;
+    opt.batch = B / k;
+    opt.total_batch = step_tokens;
+    return "the default --batch " + std::to_string(B) + " " +
+           memory_shortfall(one, two, B, available_memory<S>()) + ": " + std::to_string(k * micro_batches) +
+           " micro-batches of " + std::to_string(opt.batch) + (opt.batch == 1 ? " sequence" : " sequences") + " instead, the same " +
+           with_commas(step_tokens) + " tokens a step (a --batch you give is never split)";
+}
+
 // What a message about non-finite numbers says about their likely cause.
 inline std::string divergence_hint(const TrainOptions& opt, const std::string& started_from) {
     char lr[32];
@@ -168,7 +191,7 @@ inline InjectedFault injected_fault(int world) {
 }
 
 template <class S, class Parallel>
-int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder);
+int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder);
 
 // A profiled step's table, and with a --log its JSON and figure beside the log.
 inline void report_profile(const ProfileReport& report, const ProfileContext& run, const std::string& log_path,
@@ -218,7 +241,7 @@ int train(const TrainOptions& opt) {
 }
 
 template <class S, class Parallel>
-int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder) {
+int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder) {
     const int rank = parallel.rank(), world = parallel.world();
     const InjectedFault fault = injected_fault(world);
 
@@ -251,6 +274,8 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
     if (!opt.resume.empty() && start.m.empty())
         throw Error("--resume " + opt.resume + ": checkpoint has no optimizer state (use --init to start from it)");
 
+    // A default batch too large for this GPU (or host) is split; one the user gave is refused below.
+    const std::string fit_note = opt.batch_given ? "" : fit_default_batch<S>(opt, config, parallel);
     // Each process reads its own windows of every step.
     const int micro_batches = micro_batches_per_step(opt, world);
     const long long step_tokens = static_cast<long long>(opt.batch) * opt.seq * micro_batches * world;
@@ -349,6 +374,7 @@ int train_with(const TrainOptions& opt, Parallel& parallel, std::unique_ptr<GPT<
                 "(warmup %d, cosine to %g x)\n",
                 opt.batch, opt.seq, micro_batches, world, with_commas(step_tokens).c_str(), opt.steps, opt.lr,
                 opt.warmup, opt.min_lr_frac);
+    if (!fit_note.empty()) std::printf("memory     %s\n", fit_note.c_str());
     if (opt.profile)
         std::printf("profile    step %d will be timed op by op%s%s\n", profile_step + 1,
                     profile_step - first_step < 2 ? " (within the warm-up: give --steps 3 or more for a steady step)"

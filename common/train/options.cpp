@@ -57,7 +57,10 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
              "continue a run exactly where a trainer's checkpoint stopped (weights, optimizer, data position, "
              "sampling; B, T and seed must match)",
              o.resume),
-        whole("--batch", "B", "sequences per micro-batch", o.batch, 1),
+        whole("--batch", "B",
+              "sequences per micro-batch; when not given and the default does not fit the GPU's memory, the "
+              "batch is split into the fewest micro-batches that fit, with the same tokens per step",
+              o.batch, 1),
         whole("--seq", "T", "tokens per sequence (at most the model's context)", o.seq, 1),
         whole("--total-batch", "TOKENS",
               "tokens per optimizer step, accumulated over micro-batches (a multiple of B x T x processes; "
@@ -121,7 +124,14 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
 
 TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help) {
     TrainOptions o = defaults;
-    help = cli::parse(argc, argv, option_table(o), false).help;
+    std::vector<cli::Option> table = option_table(o);
+    for (cli::Option& option : table)
+        if (option.name == "--batch")
+            option.set = [set = option.set, &o](const std::string& v) {
+                set(v);
+                o.batch_given = true;
+            };
+    help = cli::parse(argc, argv, table, false).help;
     if (help) return o;
     if (!o.init.empty() && !o.resume.empty()) throw Error("options --init and --resume exclude each other");
     if (o.eval_file.empty() && o.eval_every > 0)

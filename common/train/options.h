@@ -17,6 +17,7 @@ struct TrainOptions {
     std::string resume;         // continue a run: parameters, optimizer state and step
     // batch
     int batch = 16;
+    bool batch_given = false;  // --batch was given: never split to fit the memory (train/loop.h)
     int seq = 1024;
     long long total_batch = 0;  // tokens per optimizer step (0: one micro-batch, batch x seq x processes)
     int zero = 0;               // ZeRO stage with several processes: 0 or 1 (sharded optimizer state)

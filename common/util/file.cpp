@@ -99,6 +99,8 @@ void require_directory(const std::string& path, const std::string& what) {
         throw Error(prefix(what, path) + " is " + kind(type) + ", not a directory");
 }
 
+std::string replacing_tmp_path(const std::string& path) { return path + ".tmp"; }
+
 void require_writable_path(const std::string& path, const std::string& what) {
     if (path.empty()) throw Error(what + ": the path is empty");
     const fs::file_type type = type_of(path, what);
@@ -114,11 +116,34 @@ void require_writable_path(const std::string& path, const std::string& what) {
     } else if (dir_type != fs::file_type::directory) {
         throw Error(prefix(what, path) + ": " + dir + " is " + kind(dir_type) + ", not a directory");
     }
-    if (access(dir.c_str(), W_OK) != 0) throw Error(prefix(what, path) + ": directory " + dir + " is not writable");
+    // access(W_OK) is not enough: it says yes to root on /proc or a read-only mount, where the save
+    // would fail after the whole run. So open the very file the save will write. Another process
+    // checking the same path may make or remove it between our look and our open: look again.
+    const std::string tmp = replacing_tmp_path(path);
+    for (int attempt = 1;; ++attempt) {
+        const bool again = attempt < 100;
+        const fs::file_type tmp_type = type_of(tmp, what);
+        if (tmp_type == fs::file_type::not_found) {
+            const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (fd < 0 && errno == EEXIST && again) continue;
+            if (fd < 0) throw Error(prefix(what, path) + ": cannot create " + tmp + " (" + std::strerror(errno) + ")");
+            ::close(fd);
+            ::unlink(tmp.c_str());  // made here, so removed here
+        } else if (tmp_type == fs::file_type::regular) {
+            // Left by a save that was killed: opened as it is (no O_TRUNC), neither changed nor removed.
+            const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+            if (fd < 0 && errno == ENOENT && again) continue;
+            if (fd < 0) throw Error(prefix(what, path) + ": cannot write " + tmp + " (" + std::strerror(errno) + ")");
+            ::close(fd);
+        } else {
+            throw Error(prefix(what, path) + ": " + tmp + " is " + kind(tmp_type) + ", cannot write the file through it");
+        }
+        return;
+    }
 }
 
 ReplacingFile::ReplacingFile(const std::string& path, const std::string& what)
-    : path_(path), tmp_(path + ".tmp"), what_(what) {
+    : path_(path), tmp_(replacing_tmp_path(path)), what_(what) {
     require_writable_path(path, what);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd_ < 0) throw Error(prefix(what, path) + ": cannot create " + tmp_ + " (" + std::strerror(errno) + ")");
@@ -185,7 +210,7 @@ InterruptibleFile::InterruptibleFile(const std::string& path, const std::string&
                                      std::function<void()> after_chunk)
     : file_(path, what), path_(path), what_(what), after_chunk_(std::move(after_chunk)) {
     std::lock_guard<std::mutex> lock(g_saving_mutex);
-    g_saving = path + ".tmp";
+    g_saving = replacing_tmp_path(path);
 }
 
 InterruptibleFile::~InterruptibleFile() {

@@ -42,9 +42,14 @@ std::string read_regular_file(const std::string& path, const std::string& what,
 void require_directory(const std::string& path, const std::string& what);
 
 // A file the program will write (through a temporary file renamed over it), checked before the
-// work, not after it: throws if PATH exists and is not a regular file, or if its directory is
-// not a writable directory. A missing directory is created.
+// work, not after it: throws if PATH exists and is not a regular file, if its directory is not a
+// directory, or if the temporary file cannot be opened for writing there (the check creates it
+// and removes it again; one left by an earlier save is only opened, and kept as it was). A
+// missing directory is created.
 void require_writable_path(const std::string& path, const std::string& what);
+
+// The temporary file a ReplacingFile writes before it becomes PATH: PATH.tmp.
+std::string replacing_tmp_path(const std::string& path);
 
 // A file that replaces PATH whole or not at all. It is written as PATH.tmp; commit() puts the
 // data on the disk (fsync), renames PATH.tmp over PATH and syncs the directory, so that after a

@@ -34,6 +34,12 @@ results.json (everything, the input of --results-only), results.csv, results.md 
 results.txt (the table for a terminal), loss.svg and throughput.svg (plot.py; with PyTorch best also
 loss_best.svg and throughput_best.svg), logs/.
 
+Before it makes or writes anything, it checks what it needs: a GPU, gpt_init (or --checkpoint),
+and a Python that imports CUDA PyTorch for the PyTorch entries; without one it says so in one line
+and exits 2. That Python is --python, else GPT_PYTHON of the build tree's CMakeCache.txt (the
+Python with torch that CMake found), else the one running the ladder; the first line of the
+output names it.
+
 Python 3 standard library only. See tests/bench/README.md.
 """
 
@@ -1029,7 +1035,10 @@ def parse_args(argv):
     p.add_argument("--best-batch", type=int, metavar="B",
                    help="run PyTorch best (--torch best) and the C++ stages beside it at batch B instead of "
                         "searching " + ", ".join(map(str, BEST_BATCHES)) + " for the largest that fits")
-    p.add_argument("--python", default=sys.executable, help="Python with CUDA PyTorch for the reference")
+    p.add_argument("--python", default=argparse.SUPPRESS,
+                   help="Python with CUDA PyTorch, which runs the PyTorch entries (default: GPT_PYTHON of BUILD's "
+                        "CMakeCache.txt, the Python with torch that CMake found; without it, the Python running "
+                        "the ladder). The first line of the output names it")
     p.add_argument("--data", default=os.path.join(REPO, "data", "brown"), help="token shards (the default corpus)")
     p.add_argument("--checkpoint", help="initial checkpoint to use instead of making one with gpt_init")
     p.add_argument("--out", help="output directory (default: BUILD/ladder; with --results-only: that file's directory)")
@@ -1082,7 +1091,26 @@ def parse_args(argv):
         args.profile_step = os.path.abspath(args.profile_step)
     args.build = os.path.abspath(args.build)
     args.data = os.path.abspath(args.data)
+    if getattr(args, "python", None):
+        args.python_from = "--python"
+    else:
+        args.python, args.python_from = cmake_python(args.build)
     return args
+
+
+def cmake_python(build):
+    """(the Python for the PyTorch entries, where it comes from): GPT_PYTHON of the build tree's
+    CMakeCache.txt (tests/CMakeLists.txt chose it because it imports torch), else this Python."""
+    cache = os.path.join(build, "CMakeCache.txt")
+    try:
+        with open(cache, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                m = re.match(r"GPT_PYTHON:[A-Z]+=(.+)$", line.rstrip("\n"))
+                if m:
+                    return m.group(1), f"GPT_PYTHON of {os.path.relpath(cache)}"
+    except OSError:
+        pass
+    return sys.executable, f"the Python running the ladder; no GPT_PYTHON in {os.path.relpath(cache)}"
 
 
 def results_only(args):
@@ -1169,6 +1197,59 @@ def best_batch(entry, args, budget, logs, index, count, meta, entries):
     return None
 
 
+# Run by the Python of the PyTorch entries before anything else: its last line says why not.
+TORCH_CHECK = """\
+import sys
+try:
+    import torch
+except Exception as exc:
+    print(f"cannot import torch ({type(exc).__name__}: {exc})")
+    sys.exit(3)
+if not torch.cuda.is_available():
+    print(f"its torch {torch.__version__} sees no CUDA device (CUDA build: {torch.version.cuda})")
+    sys.exit(3)
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
+"""
+
+
+def gpu_present(gpu_name):
+    """Whether this machine has a GPU: nvidia-smi named one, or, with no nvidia-smi to ask, the
+    driver lists one."""
+    if gpu_name:
+        return True
+    return not shutil.which("nvidia-smi") and bool(glob.glob("/proc/driver/nvidia/gpus/*"))
+
+
+def preflight(args, entries, gpu, init_cmd, checkpoint):
+    """Why the ladder cannot run here, or None; checked before anything is made or written (the
+    initial checkpoint of d12 alone is 475 MB), so that a machine without what it needs is told
+    at once."""
+    if not entries:
+        built = "" if find_trainers(args.build) else f" (no stage trainers in {args.build}/stages)"
+        return f"nothing to run: --stages {args.stages} and --torch {args.torch} select no entry{built}"
+    if not gpu_present(gpu):
+        return ("no GPU found (nvidia-smi names none): every entry trains on a GPU; run the ladder on a GPU "
+                "machine (--dry-run prints its plan anywhere)")
+    if init_cmd and not os.access(init_cmd[0], os.X_OK):
+        return (f"{init_cmd[0]} is not built, and it makes the initial checkpoint "
+                f"(cmake --build {os.path.relpath(args.build)} --target gpt_init, or give --checkpoint PATH)")
+    if not init_cmd and not os.path.isfile(checkpoint):
+        return f"--checkpoint {checkpoint}: no such file"
+    if any(e["kind"] == "torch" for e in entries):
+        try:
+            run = subprocess.run([args.python, "-c", TORCH_CHECK], capture_output=True, text=True, timeout=300)
+            lines = (run.stdout + run.stderr).strip().splitlines()
+            why = lines[-1] if lines else f"exit status {run.returncode}"
+            ok = run.returncode == 0
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            why, ok = f"cannot run it: {exc}", False
+        if not ok:
+            return (f"the Python for the PyTorch entries, {args.python} ({args.python_from}): {why}; give "
+                    f"--python PY with CUDA PyTorch, or --torch none for the C++ stages alone")
+        print(f"ladder: PyTorch: {why}", flush=True)
+    return None
+
+
 def raise_interrupt(signum, frame):
     raise KeyboardInterrupt  # SIGTERM stops the ladder the way Ctrl-C does
 
@@ -1187,6 +1268,10 @@ def main(argv=None):
         args.stages, args.torch = "none", "fp32"
 
     gpu, driver = gpu_info()
+    found = shutil.which(args.python)  # a bare name: which one PATH gives
+    where = f", {found} on PATH" if found and os.sep not in args.python else ""
+    print(f"ladder: the PyTorch entries run with {args.python} ({args.python_from}{where})"
+          + ("" if torch_keys(args.torch) else "; none asked (--torch none)"), flush=True)
     meta = {
         "gpu": gpu, "driver": driver,
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
@@ -1269,6 +1354,11 @@ def main(argv=None):
         if args.profile_step:
             print(f"  profile: {args.profile_step}, {profile_trace_path(args.profile_step)}")
         return 0
+
+    why_not = preflight(args, entries, gpu, init_cmd, checkpoint)
+    if why_not:
+        print(f"ladder.py: error: {why_not}", file=sys.stderr)
+        return 2
 
     # From here on, SIGTERM too stops the running entry's process group before the ladder ends.
     signal.signal(signal.SIGTERM, raise_interrupt)

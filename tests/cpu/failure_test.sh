@@ -182,10 +182,15 @@ config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=int(sys.argv[1]),
                       redirects=Std.NONE, tee=Std.NONE)
 elastic_launch(config, sys.argv[2])(*sys.argv[3:])
 PY
+  # The agent makes a torchelastic_* folder in the temporary directory and leaves it there: a
+  # private one, removed after it.
+  agent_tmp=$out/agent_tmp
+  mkdir -p "$agent_tmp"
   code=0
-  timeout -k 5 120 /usr/bin/python3 "$out/torchrun_agent.py" 2 "$train" "${args[@]}" --steps 3 \
+  TMPDIR=$agent_tmp timeout -k 5 120 /usr/bin/python3 "$out/torchrun_agent.py" 2 "$train" "${args[@]}" --steps 3 \
     > "$out/agent.out" 2> "$out/agent.err" \
     || code=$?
+  rm -rf "$agent_tmp"
   ((code == 0)) || fail "torchrun's agent: exit $code: $(tail -n 5 "$out/agent.err")"
   # (PyTorch 1.13's agent keeps no store on MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=False: the
   # processes meet on MASTER_PORT itself; PyTorch 2's does, the case below.)

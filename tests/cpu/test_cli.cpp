@@ -224,6 +224,22 @@ TEST(TrainOptions, EveryNumberIsCheckedAgainstItsDomain) {
     EXPECT_EQ(error({"--init", "a", "--resume", "b"}), "options --init and --resume exclude each other");
 }
 
+// Whether --batch was given, whatever its value: a default batch may be split to fit the
+// memory (train/loop.h), a given one never.
+TEST(TrainOptions, BatchGivenIsRecorded) {
+    const TrainOptions defaults = default_options(true);
+    const auto given = [&](std::vector<std::string> args) {
+        Args a(std::move(args));
+        bool help = false;
+        return parse_options(a.argc(), a.argv(), defaults, help).batch_given;
+    };
+    EXPECT_FALSE(defaults.batch_given);
+    EXPECT_FALSE(given({}));
+    EXPECT_FALSE(given({"--seq", "128", "--total-batch", "65536"}));
+    EXPECT_TRUE(given({"--batch", "4"}));
+    EXPECT_TRUE(given({"--batch=16"}));  // the default's value, given: not split either
+}
+
 // A flag takes no value: "--profile" turns it on, "--profile=yes" is a mistake, and a word after
 // it is not swallowed as its value.
 TEST(Cli, FlagsTakeNoValue) {
@@ -253,7 +269,8 @@ TEST(Cli, FlagsTakeNoValue) {
 TEST(TrainOptions, HelpShowsTheDefaults) {
     const std::string help = usage("train", default_options(true), "title");
     EXPECT_EQ(help.find("title\n\nusage: train [options]\n"), 0u) << help;
-    EXPECT_NE(help.find("  --batch B               sequences per micro-batch [16]\n"), std::string::npos) << help;
+    EXPECT_NE(help.find("  --batch B               sequences per micro-batch; when not given"), std::string::npos) << help;
+    EXPECT_NE(help.find("with the same tokens per step [16]\n"), std::string::npos) << help;
     EXPECT_NE(help.find("  --lr LR                 peak learning rate [0.0006]\n"), std::string::npos) << help;
     EXPECT_NE(help.find("  --save PATH             write a checkpoint (with optimizer state) at the end [none]\n"),
               std::string::npos)

@@ -640,6 +640,96 @@ TEST(Memory, HostMemoryIsKnownOnLinux) {
     EXPECT_LT(available, size_t(1) << 50) << "neither /proc/meminfo nor a cgroup limit was read";
 }
 
+namespace {
+
+// GPT_MEMORY_LIMIT set for one scope (unset: nullptr), and restored after it.
+class MemoryLimit {
+public:
+    explicit MemoryLimit(const char* value) {
+        if (const char* old = std::getenv("GPT_MEMORY_LIMIT")) saved_ = old, had_ = true;
+        if (value) setenv("GPT_MEMORY_LIMIT", value, 1);
+        else unsetenv("GPT_MEMORY_LIMIT");
+    }
+    ~MemoryLimit() {
+        if (had_) setenv("GPT_MEMORY_LIMIT", saved_.c_str(), 1);
+        else unsetenv("GPT_MEMORY_LIMIT");
+    }
+
+private:
+    std::string saved_;
+    bool had_ = false;
+};
+
+}  // namespace
+
+TEST(Memory, LimitFromTheEnvironmentIsASize) {
+    const auto limit = [](const char* value) {
+        MemoryLimit set(value);
+        return memory_limit_from_environment();
+    };
+    EXPECT_EQ(limit(nullptr), 0u);
+    EXPECT_EQ(limit(""), 0u);
+    EXPECT_EQ(limit("1000"), 1000u);
+    EXPECT_EQ(limit("512M"), size_t(512) << 20);
+    EXPECT_EQ(limit("1.5G"), size_t(3) << 29);
+    EXPECT_EQ(limit("2T"), size_t(2) << 40);
+    EXPECT_EQ(limit("4k"), 4096u);
+    for (const char* bad : {"abc", "-1", "0", "0.1", "12X", "G", " 5G", "5 G", "1e400", "nan", "inf"}) {
+        MemoryLimit set(bad);
+        EXPECT_EQ(error_of([] { memory_limit_from_environment(); }),
+                  "GPT_MEMORY_LIMIT='" + std::string(bad) +
+                      "' is not a size: give bytes, or a number with K, M, G or T (powers of 1024), such as 512M or "
+                      "15.5G")
+            << bad;
+    }
+    // It lowers the model's kind of memory only: the GPU's on a GPU, the host's on the CPU.
+    MemoryLimit set("1M");
+    const MemoryNeed gpu = available_memory(size_t(8) << 30, true), cpu = available_memory(size_t(8) << 30, false);
+    EXPECT_EQ(gpu.device, size_t(1) << 20);
+    EXPECT_GT(gpu.host, size_t(1) << 20);  // not lowered (the machine's own figure moves while others run)
+    EXPECT_EQ(cpu.device, size_t(8) << 30);
+    EXPECT_EQ(cpu.host, size_t(1) << 20);
+}
+
+// A default batch that does not fit becomes the fewest micro-batches that do, each a divisor of
+// the batch; the refusal of a batch the limit set says so.
+TEST(Memory, DefaultBatchSplitsIntoTheFewestMicroBatchesThatFit) {
+    using One = test::AsProcess<CpuReference, 0, 1, 0>;
+    const GPTConfig config = config_by_name("tiny");
+    const int T = 64;
+    // The host memory of B x T micro-batches, k of them.
+    const auto need = [&](int B, int k) {
+        const auto [one, two] = memory_per_batch<One>(config, T, k, nullptr);
+        return one.host + (two.host - one.host) * size_t(B - 1);
+    };
+    const auto split = [&](size_t limit, int B, int micro_batches) {
+        MemoryLimit set(std::to_string(limit).c_str());
+        return fewest_micro_batches_that_fit<One>(config, B, T, micro_batches);
+    };
+    {
+        MemoryLimit none(nullptr);
+        EXPECT_EQ(fewest_micro_batches_that_fit<One>(config, 12, T, 1), 1);
+    }
+    EXPECT_EQ(split(need(12, 1), 12, 1), 1);
+    EXPECT_EQ(split(need(12, 1) - 1, 12, 1), 2);  // 6 x 2
+    EXPECT_EQ(split(need(6, 2) - 1, 12, 1), 3);   // 4 x 3
+    EXPECT_EQ(split(need(4, 3) - 1, 12, 1), 4);   // 3 x 4, never 5 (not a divisor of 12)
+    EXPECT_EQ(split(need(2, 6), 12, 1), 6);
+    EXPECT_EQ(split(need(1, 12), 12, 1), 12);
+    EXPECT_EQ(split(need(1, 12) - 1, 12, 1), 0);  // not even one sequence
+    // With micro-batches already (--total-batch), each is split alike: 3 of 4 become 6 of 2.
+    EXPECT_EQ(split(need(4, 3) - 1, 4, 3), 2);
+    EXPECT_EQ(split(need(2, 6), 4, 3), 2);
+    // The batch of a 7-sequence default: 7 x 1 or 1 x 7, nothing between.
+    EXPECT_EQ(split(need(7, 1) - 1, 7, 1), 7);
+
+    MemoryLimit set(std::to_string(need(12, 1) - 1).c_str());
+    const std::string refusal = error_of([&] { check_memory<One>(config, 12, T, 1); });
+    EXPECT_NE(refusal.find("is available (GPT_MEMORY_LIMIT); the largest --batch that fits is 11"), std::string::npos)
+        << refusal;
+    EXPECT_NE(refusal.find(" MiB of host memory"), std::string::npos) << refusal;  // below a GiB, in MiB
+}
+
 // ---- llm.c model files (docs/formats.md, "llm.c model files") ------------------------------
 
 namespace {

@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -97,6 +100,77 @@ TEST(UserFiles, UnreadableFileIsNamed) {
     std::ofstream(path) << "x";
     fs::permissions(path, fs::perms::none);
     EXPECT_CONTAINS(error_of([&] { read_regular_file(path, "input"); }), "cannot open (Permission denied)");
+}
+
+// The names in DIR, to see that a check left nothing behind.
+std::set<std::string> names_in(const fs::path& dir) {
+    std::set<std::string> names;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
+    return names;
+}
+
+// A writable path is checked by opening the file the save writes (PATH.tmp), which must change
+// nothing that was there and leave nothing that was not.
+TEST(UserFiles, WritablePathCheckChangesNothing) {
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "x.ckpt").string();
+    std::ofstream(path, std::ios::binary) << "the previous checkpoint";
+    std::ofstream(path + ".tmp", std::ios::binary) << "half of a save that was killed";
+    require_writable_path(path, "--save");
+    EXPECT_EQ(read_regular_file(path, "test file"), "the previous checkpoint");
+    EXPECT_EQ(read_regular_file(path + ".tmp", "test file"), "half of a save that was killed");
+
+    require_writable_path((dir / "new.ckpt").string(), "--save");
+    EXPECT_EQ(names_in(dir), (std::set<std::string>{"x.ckpt", "x.ckpt.tmp"}));
+
+    // ReplacingFile could not write through a .tmp that is a directory.
+    fs::create_directory(dir / "y.ckpt.tmp");
+    EXPECT_CONTAINS(error_of([&] { require_writable_path((dir / "y.ckpt").string(), "--save"); }),
+                    "y.ckpt.tmp is a directory, cannot write the file through it");
+}
+
+// Two processes that check one output at once (tests that write the same file) see each other's
+// PATH.tmp come and go: neither may take that for a path it cannot write.
+TEST(UserFiles, WritablePathCheckedTwiceAtOnce) {
+    const fs::path dir = scratch_dir();
+    const std::string path = (dir / "shared.bin").string();
+    std::mutex mutex;
+    std::vector<std::string> errors;
+    auto check = [&] {
+        for (int i = 0; i < 3000; ++i) {
+            try {
+                require_writable_path(path, "--out");
+            } catch (const Error& e) {
+                std::lock_guard<std::mutex> lock(mutex);
+                errors.push_back(e.what());
+            }
+        }
+    };
+    std::thread a(check), b(check);
+    a.join();
+    b.join();
+    EXPECT_TRUE(errors.empty()) << errors.size() << " checks failed, the first: " << errors.front();
+    EXPECT_TRUE(names_in(dir).empty());
+}
+
+// access(W_OK) says yes to root there, yet no file can be made in /proc.
+TEST(UserFiles, PathInProcIsRefused) {
+    if (!fs::exists("/proc/self")) GTEST_SKIP() << "/proc is not mounted";
+    EXPECT_CONTAINS(error_of([&] { require_writable_path("/proc/x.ckpt", "--save"); }),
+                    "--save /proc/x.ckpt: cannot create /proc/x.ckpt.tmp (");
+    EXPECT_FALSE(fs::exists("/proc/x.ckpt.tmp"));
+}
+
+TEST(UserFiles, ReadOnlyDirectoryIsRefused) {
+    if (geteuid() == 0) GTEST_SKIP() << "root writes into any directory";
+    const fs::path dir = scratch_dir();
+    fs::create_directory(dir / "ro");
+    fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    const std::string path = (dir / "ro" / "x.ckpt").string();
+    EXPECT_CONTAINS(error_of([&] { require_writable_path(path, "--save"); }),
+                    "--save " + path + ": cannot create " + path + ".tmp (Permission denied)");
+    fs::permissions(dir / "ro", fs::perms::owner_all);
+    EXPECT_TRUE(names_in(dir / "ro").empty());
 }
 
 TEST(UserFiles, FileLargerThanTheLimitIsRefused) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks of tests/docs/sync_docs.py itself, on small repositories made in a temporary folder.
+"""Checks of tests/docs/sync_docs.py and tests/docs/workshop_counts.py themselves, on small
+repositories made in a temporary folder.
 
 Run by CTest (docs.sync_docs_selftest); Python 3 standard library only:
 
@@ -12,6 +13,7 @@ import unittest
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent / "sync_docs.py"
+COUNTS_SCRIPT = Path(__file__).resolve().parent / "workshop_counts.py"
 
 
 def make_repo(root, chapter_text, readme_text="# readme\n"):
@@ -160,6 +162,87 @@ class SharedCode(unittest.TestCase):
         code, out, listing = self.run_on("int nothing_marked;\n")
         self.assertEqual(code, 0, out)
         self.assertIn("its patch is the whole change", listing)
+
+
+# One exercise whose regex selects three of the four tests, one of which needs the corpus fixture.
+STAGE_TESTS = ("TEST_F(Kernels, LayerNormForward) {}\n"
+               "TEST_F(Kernels, Other) {}\n"
+               "TEST_F(Model, Step0LossAndGradients) {}\n"
+               "TEST(Model, FullSizeCurveMatchesPyTorch) {}\n")
+EXERCISE = ("    // EXERCISE BEGIN stage00.layernorm_forward TESTS "
+            "Kernels.LayerNormForward|Model.Step0LossAndGradients|Model.FullSizeCurveMatchesPyTorch\n"
+            "    // EXERCISE END\n")
+STAGES_CMAKE = ("set_tests_properties(stage${num}.Model.FullSizeCurveMatchesPyTorch PROPERTIES\n"
+                "    FIXTURES_REQUIRED corpus RESOURCE_LOCK gpt2_124m_full_size)\n")
+WORKSHOP = """# Workshop
+
+| exercise | what you write | tests | hints |
+|---|---|---:|---|
+| `stage00.layernorm_forward` | the LayerNorm | 3 | none |
+
+```text
+$ tests/workshop_check.sh stage00.layernorm_forward
+stage00.layernorm_forward  SKIPPED      no GPU (3 tests)
+```
+
+```text
+$ ctest --preset stage00-workshop -L stage00.layernorm_forward
+100% tests passed, 0 tests failed out of 4
+note: 3 of 4 tests were skipped (no CUDA device found): those checked nothing.
+```
+
+(The fourth test is the fixture that installs the default corpus.)
+"""
+
+
+class WorkshopCounts(unittest.TestCase):
+    def run_on(self, workshop=WORKSHOP, exercise=EXERCISE):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            (root / "stages" / "00_base").mkdir(parents=True)
+            (root / "stages" / "00_base" / "layernorm.cuh").write_text(exercise)
+            (root / "stages" / "CMakeLists.txt").write_text(STAGES_CMAKE)
+            (root / "tests" / "gpu").mkdir(parents=True)
+            (root / "tests" / "gpu" / "stage_tests.cuh").write_text(STAGE_TESTS)
+            (root / "docs").mkdir()
+            (root / "docs" / "workshop.md").write_text(workshop)
+            run = subprocess.run([sys.executable, str(COUNTS_SCRIPT), "--check", "--root", tmp],
+                                 capture_output=True, text=True, timeout=60)
+            return run.returncode, run.stdout + run.stderr
+
+    def test_matching_counts_pass(self):
+        code, out = self.run_on()
+        self.assertEqual(code, 0, out)
+
+    def test_a_wrong_table_count_fails(self):
+        code, out = self.run_on(WORKSHOP.replace("| 3 | none |", "| 4 | none |"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("docs/workshop.md:5: the table gives stage00.layernorm_forward 4 tests; its label holds 3", out)
+
+    def test_a_test_added_to_the_regex_makes_every_quote_stale(self):
+        code, out = self.run_on(exercise=EXERCISE.replace("TESTS ", "TESTS Kernels.Other|"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("docs/workshop.md:5: the table gives", out)
+        self.assertIn("docs/workshop.md:9: stage00.layernorm_forward has 4 tests", out)
+        self.assertIn("docs/workshop.md:14: ctest -L stage00.layernorm_forward runs 5 tests", out)
+        self.assertIn("docs/workshop.md:15: ctest -L stage00.layernorm_forward skips 4 of 5", out)
+        self.assertIn("docs/workshop.md:18: the fixture is test 5", out)
+
+    def test_without_the_fixture_the_total_is_the_label(self):
+        code, out = self.run_on(exercise=EXERCISE.replace("|Model.FullSizeCurveMatchesPyTorch", ""))
+        self.assertEqual(code, 1, out)
+        self.assertIn("runs 2 tests (2 tests and the fixtures' setup), the quote says 4", out)
+
+    def test_an_exercise_without_a_row_fails(self):
+        code, out = self.run_on(exercise=EXERCISE + EXERCISE.replace("layernorm_forward", "second"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("the table of exercises has no row for stage00.second", out)
+
+    def test_a_regex_that_selects_nothing_fails(self):
+        code, out = self.run_on(exercise=EXERCISE.replace("Kernels.LayerNormForward|", "Kernels.None|")
+                                .replace("Model.Step0LossAndGradients|Model.FullSizeCurveMatchesPyTorch", "X"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("exercise stage00.layernorm_forward: no test of tests/gpu/stage_tests.cuh matches", out)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ them can be checked anywhere, with no GPU and no torch:
   - a --timeout, a spent --budget and Ctrl-C stop an entry's whole process group (SIGINT,
     then SIGKILL), the entries left are reported "not run", and the results are written;
   - --dry-run needs nothing but the build tree's file names;
+  - without a GPU, without gpt_init, with a Python that cannot import torch, or with nothing to
+    run, it refuses in one line before it makes or writes anything (the initial checkpoint of
+    d12 is 475 MB); its first line names the Python that runs the PyTorch entries (--python, else
+    GPT_PYTHON of the build tree's CMakeCache.txt);
   - --profile-step passes the profile's options to its one PyTorch entry, and an entry that
     wrote no profile has failed.
   - largest_batch.py takes the batch the trainer's refusal names, steps down after an
@@ -23,8 +27,8 @@ them can be checked anywhere, with no GPU and no torch:
     C++ 04-06 beside it at that batch, and says "not run" and why when none fits.
 
 The real CPU trainer and gpt_init come from the environment (GPT_CPU_TRAINER, GPT_INIT_TOOL;
-CTest sets both); without them those two tests are skipped. Everything else uses small
-stand-in scripts written into a temporary directory.
+CTest sets both); without them those tests are skipped. Everything else uses small stand-in
+scripts written into a temporary directory, nvidia-smi among them.
 """
 
 import json
@@ -74,6 +78,12 @@ with open(log, "w") as f:
 # FAKE_TORCH_FAIL, every run fails otherwise.
 FAKE_PYTHON = '''\
 import json, os, sys
+if sys.argv[1:2] == ["-c"]:  # the ladder's check of its PyTorch, before anything runs (FAKE_NO_TORCH: no torch)
+    if os.environ.get("FAKE_NO_TORCH"):
+        print("cannot import torch (ModuleNotFoundError: No module named 'torch')")
+        sys.exit(3)
+    print("torch fake, CUDA fake, Fake GPU")
+    sys.exit(0)
 def arg(flag):
     return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv else None
 if os.environ.get("FAKE_CALLS"):
@@ -103,6 +113,20 @@ FAKE_PROFILING_PYTHON = FAKE_PYTHON + '''\
 profile = sys.argv[sys.argv.index("--profile-step") + 1]
 with open(profile, "w") as f:
     json.dump({"kernels": [], "trace": sys.argv[sys.argv.index("--profile-trace") + 1]}, f)
+'''
+
+
+# nvidia-smi as the ladder asks it for the GPU's name and driver: one fake GPU (FAKE_SMI), or the
+# failure of a machine whose driver sees none (NO_GPU_SMI).
+FAKE_SMI = 'print("Fake GPU, 999.99")\n'
+NO_GPU_SMI = ('import sys\nprint("NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver.")\n'
+              'sys.exit(9)\n')
+
+# A gpt_init that writes its --out, as the real one does (475 MB for d12).
+FAKE_INIT = '''\
+import sys
+with open(sys.argv[sys.argv.index("--out") + 1], "wb") as f:
+    f.write(bytes(1000))
 '''
 
 
@@ -157,8 +181,15 @@ class Sandbox(unittest.TestCase):
         write_checkpoint_header(self.ckpt, 1024, 50257, 12, 12, 768, 124439808)
         self.fake_python = os.path.join(self.dir, "fake_python")
         write_script(self.fake_python, FAKE_PYTHON)
+        # The ladder asks nvidia-smi whether there is a GPU: here, a fake one says yes.
+        self.bin = os.path.join(self.dir, "bin")
+        os.makedirs(self.bin)
+        write_script(os.path.join(self.bin, "nvidia-smi"), FAKE_SMI)
+        self._path = os.environ["PATH"]
+        os.environ["PATH"] = self.bin + os.pathsep + self._path
 
     def tearDown(self):
+        os.environ["PATH"] = self._path
         self._tmp.cleanup()
 
     def trainer(self, stage, mode):
@@ -345,6 +376,64 @@ class LadderTest(Sandbox):
         self.assertEqual(ran, ["01", "00"], proc.stdout)
         with open(os.path.join(self.out, "results.json")) as f:
             self.assertEqual([e["key"] for e in json.load(f)["entries"]], ["cpp_00", "cpp_01"])
+
+    # -- what it needs, checked before anything is made or written ---------------------------
+
+    def refused(self, *extra, env=None, checkpoint=False):
+        """The ladder run with a gpt_init that would write the checkpoint: it must exit 2 with one
+        line and leave the sandbox as it was. Returns that line."""
+        write_script(os.path.join(self.build, "common", "gpt_init"), FAKE_INIT)
+        before = sorted(os.path.relpath(os.path.join(d, f), self.dir) for d, _, fs in os.walk(self.dir) for f in fs)
+        proc = subprocess.run(self.ladder_args(*extra, checkpoint=checkpoint), capture_output=True, text=True,
+                              timeout=120, env=dict(os.environ, **(env or {})))
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        after = sorted(os.path.relpath(os.path.join(d, f), self.dir) for d, _, fs in os.walk(self.dir) for f in fs)
+        self.assertEqual(after, before, "the ladder wrote something before it refused")
+        self.assertFalse(os.path.exists(self.out))
+        self.assertEqual(len(proc.stderr.splitlines()), 1, proc.stderr)
+        self.assertTrue(proc.stderr.startswith("ladder.py: error: "), proc.stderr)
+        return proc.stderr
+
+    def test_no_gpu_refuses_before_writing_anything(self):
+        write_script(os.path.join(self.bin, "nvidia-smi"), NO_GPU_SMI)
+        self.trainer("00", "quick")
+        why = self.refused("--torch", "fp32")
+        self.assertIn("no GPU found (nvidia-smi names none)", why)
+        self.assertIn("--dry-run prints its plan anywhere", why)
+
+    def test_no_gpt_init_refuses_before_writing_anything(self):
+        self.trainer("00", "quick")
+        proc = subprocess.run(self.ladder_args("--torch", "none", checkpoint=False), capture_output=True,
+                              text=True, timeout=120)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        self.assertIn("gpt_init is not built, and it makes the initial checkpoint", proc.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_python_without_torch_refuses_before_writing_anything(self):
+        self.trainer("00", "quick")
+        why = self.refused("--torch", "fp32", env={"FAKE_NO_TORCH": "1"})
+        self.assertIn(f"the Python for the PyTorch entries, {self.fake_python} (--python): cannot import torch", why)
+        self.assertIn("--torch none for the C++ stages alone", why)
+
+    def test_nothing_to_run_refuses_before_writing_anything(self):
+        why = self.refused("--torch", "none")
+        self.assertIn("nothing to run: --stages all and --torch none select no entry (no stage trainers in", why)
+
+    def test_the_first_line_names_the_python_of_the_pytorch_entries(self):
+        proc, _ = self.ladder("--dry-run", "--torch", "fp32", expect=0)
+        self.assertEqual(proc.stdout.splitlines()[0],
+                         f"ladder: the PyTorch entries run with {self.fake_python} (--python)")
+        # Without --python: the Python with torch that CMake found for this build tree.
+        with open(os.path.join(self.build, "CMakeCache.txt"), "w") as f:
+            f.write(f"//Python with torch for the reference model\nGPT_PYTHON:FILEPATH={self.fake_python}\n")
+        args = self.ladder_args("--dry-run", "--torch", "fp32")
+        i = args.index("--python")
+        proc = subprocess.run(args[:i] + args[i + 2:], capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        first = proc.stdout.splitlines()[0]
+        self.assertTrue(first.startswith(f"ladder: the PyTorch entries run with {self.fake_python} (GPT_PYTHON of "),
+                        first)
+        self.assertIn(self.fake_python + " ", proc.stdout.split("plan (dry run")[1])  # and runs the entry
 
     # -- planning only -----------------------------------------------------------------------
 
