@@ -60,7 +60,9 @@ options:
   --deadline S     seconds the quick phase may take, its summary and archive included [540]
   --steps N        ladder steps per entry [10; quick: 8];  --batch B: ladder batch size [16]
   -h, --help       this text
-Exit status: 0 when every phase run passed, 1 when one failed or needs a GPU this machine lacks, 2 on bad usage.
+Exit status: 0 when every phase run passed, 1 when one failed or needs a GPU this machine lacks, 2 on bad usage,
+130 or 143 when stopped by Ctrl-C or SIGTERM: the running command is stopped, nothing more starts,
+and the summary and the archive are still written.
 EOF
 }
 
@@ -104,12 +106,27 @@ GPU=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null 
     awk -F', *' '{ gsub(/\./, "", $2); print $1 " (sm_" $2 ")" }')
 no_gpu() { [[ -z "$GPU" ]]; }
 
+# Stopped from outside (Ctrl-C, SIGTERM: `timeout`, a machine's time limit), the check does not
+# just die: the command running is stopped with its process group as at a deadline, nothing
+# after it starts, and the summary and the archive are still written, with what finished. The
+# signal's name goes into STOP_MARK, a file, because many commands run in subshells (cd REPO),
+# where a variable set by a trap would not reach the phase that called them.
+STOP_MARK="$LOGS/stopped_by"
+rm -f "$STOP_MARK"  # an earlier run's
+stopped_by() { cat "$STOP_MARK" 2>/dev/null; }
+on_signal() {  # SIGNAME
+    [[ -s "$STOP_MARK" ]] || echo "$1" >"$STOP_MARK"
+    DEADLINE=$SECONDS  # run's loop then stops the group: SIGTERM, SIGKILL after GRACE
+}
+catch_signals() { trap 'on_signal SIGINT' INT; trap 'on_signal SIGTERM' TERM; }
+
 # run LOG CMD...: runs CMD in a process group of its own with its output in LOG, until the
 # phase's deadline (DEADLINE, in bash's SECONDS); past it the whole group gets SIGTERM, then
 # SIGKILL GRACE seconds later. (Not SIGINT: a command this script starts in the background
 # ignores SIGINT, as bash's background commands do without job control.) Returns CMD's exit
-# status (124 when stopped; 130 after Ctrl-C or SIGTERM, which stops the group too). With SHOW=1
-# the output is also shown as it comes.
+# status (124 when stopped at the deadline; 130 when the check was stopped by a signal, which
+# stops the group the same way; then it starts nothing more). With SHOW=1 the output is also
+# shown as it comes.
 GRACE=10
 # The words as a shell would read them back: those with spaces or special characters in quotes.
 quoted() {
@@ -121,15 +138,23 @@ quoted() {
 }
 run() {
     local log=$1 pid left stop="" i; shift
+    if [[ -s "$STOP_MARK" ]]; then
+        echo "  not started (the check was stopped by $(stopped_by)): $(quoted "$@")" | sed "s|$REPO/||g" | tee -a "$log"
+        return 130
+    fi
     echo "  \$ $(quoted "$@")" | sed "s|$REPO/||g" | tee -a "$log"
     if ((${SHOW:-0})); then setsid "$@" > >(tee -a "$log" | sed 's/^/  | /') 2>&1 &
     else setsid "$@" >>"$log" 2>&1 & fi
     pid=$!
-    trap 'stop=130; kill -TERM -- "-$pid" 2>/dev/null' INT TERM
+    catch_signals  # also in a subshell, where the caller's traps are not inherited
     while kill -0 "$pid" 2>/dev/null; do
         left=$((DEADLINE - SECONDS))
         if ((left <= 0)) && [[ -z "$stop" ]]; then
-            echo "  over its time limit: stopping the process group of '$1'" | tee -a "$log"
+            if [[ -s "$STOP_MARK" ]]; then
+                echo "  stopped by $(stopped_by): stopping the process group of '$1'" | tee -a "$log"
+            else
+                echo "  over its time limit: stopping the process group of '$1'" | tee -a "$log"
+            fi
             kill -TERM -- "-$pid" 2>/dev/null
             for ((i = 0; i < GRACE * 4; i++)); do kill -0 -- "-$pid" 2>/dev/null || break; sleep 0.25; done
             kill -KILL -- "-$pid" 2>/dev/null
@@ -137,9 +162,8 @@ run() {
         fi
         sleep 0.2
     done
-    trap - INT TERM
     wait "$pid" 2>/dev/null; local rc=$?
-    [[ "$stop" == 130 ]] && exit 130
+    [[ -s "$STOP_MARK" ]] && return 130
     [[ -n "$stop" ]] && return "$stop"
     ((rc == 0 || ${SHOW:-0})) || { echo "  exit status $rc; the end of $log:"; tail -n 12 "$log" | sed 's/^/  | /'; }
     return "$rc"
@@ -743,14 +767,17 @@ phase_quick() {
         share=$((start + usable * QUICK_SHARE[$part] / 100))
         DEADLINE=$((end - QUICK_RESERVE < share ? end - QUICK_RESERVE : share))
         echo; echo "=== quick: $part ($(date +%H:%M:%S), $((DEADLINE - SECONDS)) s left)"
-        if ((DEADLINE - SECONDS < 3)); then
+        if [[ -s "$STOP_MARK" ]]; then
+            STATUS=NOT-RUN DETAIL="the check was stopped by $(stopped_by) before it"
+        elif ((DEADLINE - SECONDS < 3)); then
             STATUS=NOT-RUN DETAIL="no time left before the deadline"
         elif [[ -n "${GPU_CHECK_STAND_INS:-}" ]]; then
             quick_stand_in "$part"
         else
             "quick_$part"
         fi
-        ((SECONDS >= DEADLINE)) && STATUS=FAIL DETAIL="stopped at its time limit; $DETAIL"
+        if [[ $STATUS != NOT-RUN && -s "$STOP_MARK" ]]; then STATUS=FAIL DETAIL="stopped by $(stopped_by); $DETAIL"
+        elif ((SECONDS >= DEADLINE)); then STATUS=FAIL DETAIL="stopped at its time limit; $DETAIL"; fi
         [[ $STATUS == PASS ]] || failed=$((failed + 1))
         [[ $STATUS == NO-GPU ]] && nogpu=$((nogpu + 1))
         part_line "$part" "$STATUS" $((SECONDS - start)) "$DETAIL"
@@ -780,10 +807,15 @@ main() {
     no_gpu && echo "NO GPU: the phases build what they can and report NO-GPU where a GPU is needed."
     for phase in "${RUN[@]}"; do
         start=$SECONDS DEADLINE=$((SECONDS + ${BUDGET_ALL:-${BUDGET[$phase]}})) STATUS=FAIL DETAIL=""
-        echo; echo "=== phase $phase ($(date +%H:%M:%S), budget $((DEADLINE - start)) s)"
-        "phase_$phase"
+        if [[ -s "$STOP_MARK" ]]; then
+            STATUS=NOT-RUN DETAIL="the check was stopped by $(stopped_by) before it"
+        else
+            echo; echo "=== phase $phase ($(date +%H:%M:%S), budget $((DEADLINE - start)) s)"
+            "phase_$phase"
+            if [[ -s "$STOP_MARK" ]]; then STATUS=FAIL DETAIL="stopped by $(stopped_by); $DETAIL"
+            elif ((SECONDS > DEADLINE)); then STATUS=FAIL DETAIL="over its budget; $DETAIL"; fi
+        fi
         took=$((SECONDS - start))
-        ((SECONDS > DEADLINE)) && STATUS=FAIL DETAIL="over its budget; $DETAIL"
         [[ "$STATUS" == PASS ]] || failed=$((failed + 1))
         line=$(printf '%-10s %-7s %5s s  %s' "$phase" "$STATUS" "$took" "$DETAIL")
         echo "--- $line"
@@ -792,6 +824,10 @@ main() {
     done
     echo; echo "=== summary (also in $OUT/summary.txt)"
     printf '%s\n' "${rows[@]}"
+    if [[ -s "$STOP_MARK" ]]; then
+        echo "RESULT: STOPPED by $(stopped_by): the lines above and the archive hold what finished" | tee -a "$OUT/summary.txt"
+        [[ $(stopped_by) == SIGINT ]] && return 130 || return 143
+    fi
     ((failed == 0)) && echo "RESULT: PASS" || echo "RESULT: FAIL ($failed of ${#RUN[@]} phase(s) did not pass)"
     ((failed == 0))
 }
@@ -816,7 +852,11 @@ archive() {
     ((bytes <= 16 << 20)) || { echo "error: the archive is larger than 16 MiB"; return 1; }
 }
 
-main 2>&1 | tee -a "$OUT/gpu_check.log"
-rc=${PIPESTATUS[0]}
+# main runs in this shell (not in a pipeline's subshell), so that a signal sent to the script
+# alone reaches its traps; tee ignores INT and TERM, so that the log outlives a Ctrl-C.
+catch_signals
+main > >(trap '' INT TERM; exec tee -a "$OUT/gpu_check.log") 2>&1
+rc=$?
+wait "$!" 2>/dev/null  # tee's last lines before the archive's
 if [[ -n "$ARCHIVE" ]]; then archive || rc=1; fi
 exit "$rc"

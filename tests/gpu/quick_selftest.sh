@@ -7,6 +7,9 @@
 #   - the parts after it run in the time left (kernels);
 #   - a part still running at the deadline less the reserve (ladder) is stopped there;
 #   - the summary and the archive are written, and the check ends, before the deadline;
+#   - stopped from outside (SIGTERM to the script alone, as a machine's time limit may send it), it
+#     stops the running part with its group, starts nothing more, and still writes the summary
+#     and the archive;
 #   - tests/gpu/ctest_plan.py report counts passed, failed and not run per stage from CTest's output,
 #     and its plan refuses GPU tests that are not isolated (from a stand-in ctest).
 # CTest: gpu_check_quick_selftest (label cpu).
@@ -64,6 +67,34 @@ grep -q 'summary.txt$' "$tmp/archive.txt" || fail "the archive has no summary.tx
 grep -q 'logs/tests.log$' "$tmp/archive.txt" || fail "the archive has no log of the stopped part"
 echo "ok: the overrunning part was stopped with its child in $tests_took s, the next part ran, the last was"
 echo "    stopped at the deadline less the reserve, and the summary and archive were written in $took s"
+
+# Stopped from outside: SIGTERM to the script alone, 3 s in, while the tests part (which ignores
+# SIGTERM) runs. A dead child may linger as a zombie where nothing reaps it: that counts as gone.
+alive() { [[ -n "$1" ]] && kill -0 "$1" 2>/dev/null && [[ $(ps -o stat= -p "$1" 2>/dev/null) != Z* ]]; }
+rm -f "$tmp/child.pid"
+start=$SECONDS
+PATH="$tmp/bin:$PATH" GPU_CHECK_STAND_INS="$tmp/parts" \
+    bash "$repo/tests/gpu_check.sh" --phase quick --deadline "$deadline" --out "$tmp/stopped" \
+    --archive "$tmp/stopped.tar.gz" >"$tmp/out.txt" 2>&1 &
+check_pid=$!
+sleep 3
+kill -TERM "$check_pid"
+wait "$check_pid"
+rc=$?
+took=$((SECONDS - start))
+echo "the quick phase stopped by SIGTERM after 3 s: exit $rc after $took s"
+((rc == 143)) || fail "exit status $rc, expected 143 (128 + SIGTERM)"
+((took < 20)) || fail "took $took s after SIGTERM at 3 s; expected the part's grace (5 s) and little more"
+summary="$tmp/stopped/summary.txt"
+grep -qE '^ +tests +FAIL .*stopped by SIGTERM' "$summary" || fail "the running part was not reported stopped by SIGTERM"
+grep -qE '^ +kernels +NOT-RUN .*stopped by SIGTERM before it' "$summary" || fail "a part started after SIGTERM"
+grep -qE '^ +ladder +NOT-RUN ' "$summary" || fail "the ladder started after SIGTERM"
+grep -q '^RESULT: STOPPED by SIGTERM' "$summary" || fail "no RESULT line saying the check was stopped"
+! alive "$(cat "$tmp/child.pid" 2>/dev/null)" || fail "the child of the stopped part outlived the check"
+tar -tzf "$tmp/stopped.tar.gz" >"$tmp/archive.txt" || fail "no archive after SIGTERM"
+grep -q 'logs/tests.log$' "$tmp/archive.txt" || fail "the archive after SIGTERM has no log of the stopped part"
+echo "ok: stopped by SIGTERM, it stopped the running part and its child, started nothing more, and wrote"
+echo "    the summary and the archive in $took s"
 
 # ctest_plan.py report: per stage, from CTest's result lines; a test without one was not run.
 cat >"$tmp/plan.json" <<'EOF'
