@@ -113,9 +113,10 @@ no_gpu() { [[ -z "$GPU" ]]; }
 # where a variable set by a trap would not reach the phase that called them.
 STOP_MARK="$LOGS/stopped_by"
 rm -f "$STOP_MARK"  # an earlier run's
+stopped() { [[ -s "$STOP_MARK" ]]; }
 stopped_by() { cat "$STOP_MARK" 2>/dev/null; }
 on_signal() {  # SIGNAME
-    [[ -s "$STOP_MARK" ]] || echo "$1" >"$STOP_MARK"
+    stopped || echo "$1" >"$STOP_MARK"
     DEADLINE=$SECONDS  # run's loop then stops the group: SIGTERM, SIGKILL after GRACE
 }
 catch_signals() { trap 'on_signal SIGINT' INT; trap 'on_signal SIGTERM' TERM; }
@@ -138,7 +139,7 @@ quoted() {
 }
 run() {
     local log=$1 pid left stop="" i; shift
-    if [[ -s "$STOP_MARK" ]]; then
+    if stopped; then
         echo "  not started (the check was stopped by $(stopped_by)): $(quoted "$@")" | sed "s|$REPO/||g" | tee -a "$log"
         return 130
     fi
@@ -150,7 +151,7 @@ run() {
     while kill -0 "$pid" 2>/dev/null; do
         left=$((DEADLINE - SECONDS))
         if ((left <= 0)) && [[ -z "$stop" ]]; then
-            if [[ -s "$STOP_MARK" ]]; then
+            if stopped; then
                 echo "  stopped by $(stopped_by): stopping the process group of '$1'" | tee -a "$log"
             else
                 echo "  over its time limit: stopping the process group of '$1'" | tee -a "$log"
@@ -163,7 +164,7 @@ run() {
         sleep 0.2
     done
     wait "$pid" 2>/dev/null; local rc=$?
-    [[ -s "$STOP_MARK" ]] && return 130
+    stopped && return 130
     [[ -n "$stop" ]] && return "$stop"
     ((rc == 0 || ${SHOW:-0})) || { echo "  exit status $rc; the end of $log:"; tail -n 12 "$log" | sed 's/^/  | /'; }
     return "$rc"
@@ -767,7 +768,7 @@ phase_quick() {
         share=$((start + usable * QUICK_SHARE[$part] / 100))
         DEADLINE=$((end - QUICK_RESERVE < share ? end - QUICK_RESERVE : share))
         echo; echo "=== quick: $part ($(date +%H:%M:%S), $((DEADLINE - SECONDS)) s left)"
-        if [[ -s "$STOP_MARK" ]]; then
+        if stopped; then
             STATUS=NOT-RUN DETAIL="the check was stopped by $(stopped_by) before it"
         elif ((DEADLINE - SECONDS < 3)); then
             STATUS=NOT-RUN DETAIL="no time left before the deadline"
@@ -776,7 +777,7 @@ phase_quick() {
         else
             "quick_$part"
         fi
-        if [[ $STATUS != NOT-RUN && -s "$STOP_MARK" ]]; then STATUS=FAIL DETAIL="stopped by $(stopped_by); $DETAIL"
+        if [[ $STATUS != NOT-RUN ]] && stopped; then STATUS=FAIL DETAIL="stopped by $(stopped_by); $DETAIL"
         elif ((SECONDS >= DEADLINE)); then STATUS=FAIL DETAIL="stopped at its time limit; $DETAIL"; fi
         [[ $STATUS == PASS ]] || failed=$((failed + 1))
         [[ $STATUS == NO-GPU ]] && nogpu=$((nogpu + 1))
@@ -807,12 +808,12 @@ main() {
     no_gpu && echo "NO GPU: the phases build what they can and report NO-GPU where a GPU is needed."
     for phase in "${RUN[@]}"; do
         start=$SECONDS DEADLINE=$((SECONDS + ${BUDGET_ALL:-${BUDGET[$phase]}})) STATUS=FAIL DETAIL=""
-        if [[ -s "$STOP_MARK" ]]; then
+        if stopped; then
             STATUS=NOT-RUN DETAIL="the check was stopped by $(stopped_by) before it"
         else
             echo; echo "=== phase $phase ($(date +%H:%M:%S), budget $((DEADLINE - start)) s)"
             "phase_$phase"
-            if [[ -s "$STOP_MARK" ]]; then STATUS=FAIL DETAIL="stopped by $(stopped_by); $DETAIL"
+            if stopped; then STATUS=FAIL DETAIL="stopped by $(stopped_by); $DETAIL"
             elif ((SECONDS > DEADLINE)); then STATUS=FAIL DETAIL="over its budget; $DETAIL"; fi
         fi
         took=$((SECONDS - start))
@@ -824,7 +825,7 @@ main() {
     done
     echo; echo "=== summary (also in $OUT/summary.txt)"
     printf '%s\n' "${rows[@]}"
-    if [[ -s "$STOP_MARK" ]]; then
+    if stopped; then
         echo "RESULT: STOPPED by $(stopped_by): the lines above and the archive hold what finished" | tee -a "$OUT/summary.txt"
         [[ $(stopped_by) == SIGINT ]] && return 130 || return 143
     fi
