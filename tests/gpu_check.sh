@@ -32,8 +32,10 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
              bench_stageNN and the tools; make sure data/ holds the default corpus
   tests      every GPU test (ctest -L gpu) with REQUIRE_GPU=1, in parallel
   sanitizer  compute-sanitizer memcheck and racecheck over each stage's kernel tests (ctest -L sanitizer)
-  workshop   each stageNN-workshop preset: build test_stageNN with the exercises as stubs; every
-             exercise's tests must fail naming it, every other GPU test must pass
+  workshop   each stageNN-workshop preset: build test_<exercise> for each exercise, with that
+             exercise alone a stub; its tests must fail naming it, every other GPU test of its
+             program must pass; then the exercises' tests in build/all (the solutions) must pass;
+             one line per exercise in workshop_exercises.txt
   kernels    bench_stageNN: every op forward and backward at GPT-2 124M shapes, JSON + table;
              tests/bench/step_breakdown.py: from those, where one step's time goes per stage;
              tests/bench/roofline.py: every op against the copy and GEMM roofs;
@@ -56,6 +58,8 @@ options:
   --python PY      Python with CUDA PyTorch, for the ladder [env PYTHON, python3]
   --jobs N         parallel build jobs and tests [all cores; tests: half of them, at most 8]
   --workshop-arch A  CUDA architecture of the workshop builds [this GPU's; without one, 80;90]
+  --workshop-stages "NN ..."  the stages whose exercises the workshop phase checks [all], to split it
+                   over two windows: "00 01 02" then "03 04 05 06"
   --budget S       seconds each phase may take before it is stopped [480; kernels 360]
   --deadline S     seconds the quick phase may take, its summary and archive included [540]
   --steps N        ladder steps per entry [10; quick: 8];  --batch B: ladder batch size [16]
@@ -68,9 +72,10 @@ EOF
 
 die_usage() { echo "gpu_check.sh: error: $1 (see --help)" >&2; exit 2; }
 RUN=() OUT="$REPO/build/gpu_check" ARCHIVE="" GTEST_DIR="${GTEST_SRC:-}" PY="${PYTHON:-python3}" WORKSHOP_ARCH=""
+WORKSHOP_STAGES="" WORKSHOP_LINES=""
 JOBS=$(nproc 2>/dev/null || echo 4) STEPS="" BATCH=16 BUDGET_ALL="" QUICK_DEADLINE=540
 while [[ $# -gt 0 ]]; do
-    [[ "$1" =~ ^--(phase|out|archive|gtest-src|python|jobs|budget|deadline|steps|batch|workshop-arch)$ &&
+    [[ "$1" =~ ^--(phase|out|archive|gtest-src|python|jobs|budget|deadline|steps|batch|workshop-arch|workshop-stages)$ &&
         ( $# -lt 2 || -z "$2" ) ]] && die_usage "option $1 needs a value"
     case "$1" in
         --phase) if [[ "$2" == all ]]; then RUN+=("${PHASES[@]}"); elif [[ -n "${BUDGET[$2]:-}" ]]; then RUN+=("$2")
@@ -81,6 +86,7 @@ while [[ $# -gt 0 ]]; do
         --deadline) QUICK_DEADLINE=$2; shift 2 ;;
         --steps) STEPS=$2; shift 2 ;;      --batch) BATCH=$2; shift 2 ;;
         --workshop-arch) WORKSHOP_ARCH=$2; shift 2 ;;
+        --workshop-stages) WORKSHOP_STAGES=$2; shift 2 ;;
         -h | --help) usage; exit 0 ;;
         *) die_usage "unknown option '$1'" ;;
     esac
@@ -99,6 +105,13 @@ mkdir -p "$OUT/logs" || die_usage "cannot create $OUT"
 OUT=$(cd "$OUT" && pwd) LOGS="$OUT/logs"
 STAGES=$(cd "$REPO/stages" && ls -d [0-9][0-9]_* | cut -c1-2 | tr '\n' ' ')
 STAGES=${STAGES% }
+if [[ -z "$WORKSHOP_STAGES" ]]; then WORKSHOP_STAGES=$STAGES
+else
+    for n in $WORKSHOP_STAGES; do
+        [[ " $STAGES " == *" $n "* ]] || die_usage "--workshop-stages: '$n' is not a stage (the stages: $STAGES)"
+    done
+    WORKSHOP_STAGES=$(tr ' ' '\n' <<<"$WORKSHOP_STAGES" | grep . | sort -u | paste -sd ' ')  # each once, in order
+fi
 
 # --- Helpers --------------------------------------------------------------------------------
 
@@ -247,9 +260,24 @@ phase_sanitizer() {
     grep -hE "(ERROR|RACECHECK) SUMMARY" "$LOGS/sanitizer.full.log" 2>/dev/null | sort | uniq -c | sed 's/^/  /'
 }
 
+# The exercises of the stages the workshop phase takes, one "name" per line.
+workshop_exercises() {
+    local n
+    for n in $WORKSHOP_STAGES; do
+        (cd "$REPO" && grep -rhoE "^[[:space:]]*// EXERCISE BEGIN stage$n\.[a-z0-9_]+" stages/) | awk '{ print $4 }'
+    done
+}
+
+# Each workshop preset builds one test program per exercise, from a copy of stages/ in which that
+# exercise alone is a stub (docs/workshop.md). In each: the exercise's tests must fail, naming it
+# (its workshop.expect test judges), and every other test of the program must pass. Then the same
+# exercises' tests in the solutions' build (build/all, from the build phase) must pass. One line
+# per exercise: "stub: N of N listed tests fail; solution: N of N pass".
 phase_workshop() {
-    local n preset dir presets=() pids=() bad=0 total=0 detail=""
-    for n in $STAGES; do
+    local n preset dir presets=() pids=() bad=0 total=0 detail="" name listed stub solution passed lines=""
+    local programs poisoned i t
+    rm -f "$LOGS/workshop_solutions.log" "$LOGS/workshop_solutions.full.log"  # an earlier run's
+    for n in $WORKSHOP_STAGES; do
         preset="stage$n-workshop"
         (cd "$REPO" && cmake --list-presets 2>/dev/null | grep -q "\"$preset\"") && presets+=("$preset")
     done
@@ -261,9 +289,17 @@ phase_workshop() {
         pids+=($!)
     done
     for i in "${!presets[@]}"; do
-        preset=${presets[$i]} dir="$REPO/build/$preset"
+        preset=${presets[$i]} dir="$REPO/build/$preset" n=${presets[$i]:5:2}
         if ! wait "${pids[$i]}"; then
             bad=$((bad + 1)) detail+="; $preset does not build (logs/$preset.log)"; continue
+        fi
+        # Each exercise's program is compiled with fresh device memory poisoned (docs/workshop.md).
+        programs=$(cd "$REPO" && grep -rhE "^[[:space:]]*// EXERCISE BEGIN stage$n\." stages/ | wc -l)
+        poisoned=$(grep -E -- "-DGPT_POISON_FRESH_DEVICE_MEMORY=1 .*stages/test_stage$n\.[a-z0-9_]+\.cu" \
+            "$dir/compile_commands.json" 2>/dev/null | grep -oE "stages/test_stage$n\.[a-z0-9_]+\.cu" | sort -u | wc -l)
+        if ((poisoned != programs)); then
+            bad=$((bad + 1)) detail+="; $preset: $poisoned of its $programs exercise programs compiled with fresh memory poisoned"
+            continue
         fi
         if no_gpu; then  # it builds; its tests would only skip
             total=$((total + 1)) detail+="; $preset builds"
@@ -286,6 +322,34 @@ phase_workshop() {
         else
             bad=$((bad + 1)) detail+="; tests/workshop_check.sh did not report every exercise SKIPPED (logs/workshop_check.log)"
         fi
+    fi
+    if ! no_gpu && ((total > 0)); then
+        # The solutions: the same labels in build/all, where every one of their tests must pass.
+        if [[ -x "$BUILD/stages/test_stage${WORKSHOP_STAGES%% *}" ]]; then
+            run_ctest "$LOGS/workshop_solutions.log" "$BUILD" -L '^exercise$' \
+                -R "^stage($(tr ' ' '|' <<<"$WORKSHOP_STAGES"))\\."
+            [[ "$STATUS" == PASS ]] || bad=$((bad + 1))
+            detail+="; solutions in build/all: $DETAIL"
+        fi
+        while read -r name; do
+            [[ -n "$name" ]] || continue
+            listed=$(ctest --test-dir "$REPO/build/stage${name:5:2}-workshop" -N -L "^${name//./\\.}\$" |
+                grep -cE "Test +#[0-9]+: $name\.")
+            stub=$(grep -hoE "^exercise $name: stub: [0-9]+ of [0-9]+ listed tests fail" \
+                "$LOGS/stage${name:5:2}-workshop.tests.full.log" 2>/dev/null | tail -n 1 | sed 's/.*stub: //')
+            if [[ -f "$LOGS/workshop_solutions.log" ]]; then
+                passed=0
+                while read -r t; do
+                    grep -qE "Test +#[0-9]+: $t [. ]*Passed" "$LOGS/workshop_solutions.log" && passed=$((passed + 1))
+                done < <(ctest --test-dir "$BUILD" -N -L "^${name//./\\.}\$" | sed -nE 's/.*Test +#[0-9]+: (stage[0-9]{2}\.[^ ]+).*/\1/p')
+                solution="$passed of $listed pass"
+            else
+                solution="not run (build/all has no test programs: run the build phase first)"
+            fi
+            lines+="$(printf '  %-30s stub: %s; solution: %s' "$name" "${stub:-not judged (logs/stage${name:5:2}-workshop.tests.full.log)}" "$solution")"$'\n'
+        done < <(workshop_exercises)
+        printf '%s' "$lines" | tee "$OUT/workshop_exercises.txt"
+        WORKSHOP_LINES=$lines  # main adds them to summary.txt under the phase's line
     fi
     DETAIL="${#presets[@]} workshop presets$detail"
     if ((bad > 0 || total == 0)); then STATUS=FAIL; elif no_gpu; then STATUS=NO-GPU; else STATUS=PASS; fi
@@ -822,6 +886,10 @@ main() {
         echo "--- $line"
         rows+=("$line")
         echo "$line" >>"$OUT/summary.txt"
+        if [[ $phase == workshop && -n "$WORKSHOP_LINES" ]]; then
+            printf '%s' "$WORKSHOP_LINES" >>"$OUT/summary.txt"
+            rows+=("${WORKSHOP_LINES%$'\n'}")
+        fi
     done
     echo; echo "=== summary (also in $OUT/summary.txt)"
     printf '%s\n' "${rows[@]}"

@@ -23,10 +23,11 @@ Runs the tests of each workshop exercise, by its CTest label, and prints one lin
 then a total. The exercises are the `// EXERCISE BEGIN` markers in stages/. Name some to check
 only those: an exercise (stage03.online_softmax) or a stage (3, 03 or stage03: all its exercises).
 
-Each stage is tested in its workshop build, build/stageNN-workshop (preset stageNN-workshop),
-where you edit the exercises. A configured build is first brought up to date (its test
-program, test_stageNN, is rebuilt if you changed a file); one that is not configured is
-reported NOT BUILT, unless --configure.
+Each stage is tested in its workshop build, build/stageNN-workshop (preset stageNN-workshop).
+There each exercise has a copy of stages/ of its own, workshop/<exercise>/, where you edit it
+(the stage's other exercises are solved in that copy), and a test program of its own,
+test_<exercise>. The exercise's program is first brought up to date (rebuilt if you changed a
+file); a build that is not configured is reported NOT BUILT, unless --configure.
 
 options:
   --solutions    test the solution builds instead (build/stageNN, presets stageNN): every
@@ -37,6 +38,8 @@ options:
   --allow-skip   do not set REQUIRE_GPU=1: on a machine whose GPU cannot run the tests, report
                  SKIPPED instead of FAIL (REQUIRE_GPU=1 is set when nvidia-smi sees a GPU)
   --jobs N       tests run side by side [half the cores, at most 8]
+  --exclude RE   leave out the tests whose names match RE (ctest -E): FullSize on a GPU with less
+                 memory than Model.FullSizeCurveMatchesPyTorch needs (docs/workshop.md)
   --list         list the exercises (name, file, test regex) and exit
   -v, --verbose  after a failing exercise, show CTest's output of its failing tests
   -h, --help     this text
@@ -57,12 +60,12 @@ exercise_list() {
         sort -k1,1 -k2,2 -k3,3n | cut -d' ' -f4-
 }
 
-SOLUTIONS=0 MODE=update ARCH="" ALLOW_SKIP=0 VERBOSE=0 LIST=0 WANT=()
+SOLUTIONS=0 MODE=update ARCH="" ALLOW_SKIP=0 VERBOSE=0 LIST=0 WANT=() EXCLUDE=""
 JOBS=$(($(nproc 2>/dev/null || echo 2) / 2))
 ((JOBS < 1)) && JOBS=1
 ((JOBS > 8)) && JOBS=8
 while [[ $# -gt 0 ]]; do
-    [[ "$1" =~ ^--(arch|jobs)$ && ( $# -lt 2 || -z "$2" ) ]] && die_usage "option $1 needs a value"
+    [[ "$1" =~ ^--(arch|jobs|exclude)$ && ( $# -lt 2 || -z "$2" ) ]] && die_usage "option $1 needs a value"
     case "$1" in
         --solutions) SOLUTIONS=1; shift ;;
         --configure) MODE=configure; shift ;;
@@ -70,6 +73,7 @@ while [[ $# -gt 0 ]]; do
         --arch) ARCH=$2; shift 2 ;;
         --allow-skip) ALLOW_SKIP=1; shift ;;
         --jobs) JOBS=$2; shift 2 ;;
+        --exclude) EXCLUDE=$2; shift 2 ;;
         --list) LIST=1; shift ;;
         -v | --verbose) VERBOSE=1; shift ;;
         -h | --help) usage; exit 0 ;;
@@ -128,43 +132,50 @@ preset_of() {  # stageNN -> the preset that holds its exercises in this mode
     if ((SOLUTIONS)); then echo "$1"; else echo "$1-workshop"; fi
 }
 
-# prepare PRESET NN: brings the build of PRESET up to date as MODE says. Sets NOTE to "" when
-# its tests can run, else to the status and reason every exercise of the stage is given.
-prepare() {
-    local preset=$1 nn=$2 log="$LOGS/$1.build.log" args
-    local dir="$REPO/build/$preset" error
+# configure_preset PRESET: makes sure PRESET's build is configured, as MODE says. Sets NOTE to ""
+# when it is, else to the status and reason every exercise of the stage is given.
+configure_preset() {
+    local preset=$1 log="$LOGS/$1.build.log" args
+    local dir="$REPO/build/$preset"
     NOTE=""
     : >"$log"
-    if [[ ! -f "$dir/CMakeCache.txt" ]]; then
-        if [[ "$MODE" != configure ]]; then
-            NOTE="NOT BUILT|preset not configured: cmake --preset $preset"
-            return
-        fi
-        args=(--preset "$preset")
-        [[ -n "$ARCH" ]] && args+=("-DCMAKE_CUDA_ARCHITECTURES=$ARCH")
-        echo "  configuring $preset (log: ${log#"$REPO"/})"
-        if ! (cd "$REPO" && cmake "${args[@]}") >>"$log" 2>&1; then
-            NOTE="NOT BUILT|configure failed: ${log#"$REPO"/}"
-            return
-        fi
+    [[ -f "$dir/CMakeCache.txt" ]] && return
+    if [[ "$MODE" != configure ]]; then
+        NOTE="NOT BUILT|preset not configured: cmake --preset $preset"
+        return
     fi
+    args=(--preset "$preset")
+    [[ -n "$ARCH" ]] && args+=("-DCMAKE_CUDA_ARCHITECTURES=$ARCH")
+    echo "  configuring $preset (log: ${log#"$REPO"/})"
+    if ! (cd "$REPO" && cmake "${args[@]}") >>"$log" 2>&1; then
+        NOTE="NOT BUILT|configure failed: ${log#"$REPO"/}"
+    fi
+}
+
+# build_program PRESET PROGRAM: brings the test program PROGRAM of PRESET's build up to date as
+# MODE says (test_stageNN in a solution build; in a workshop build each exercise has its own,
+# test_<exercise>). Sets NOTE as configure_preset does.
+build_program() {
+    local preset=$1 program=$2 log="$LOGS/$1.build.log" error
+    local dir="$REPO/build/$preset"
+    NOTE=""
     if [[ "$MODE" != none ]]; then
-        [[ "$MODE" == configure ]] && echo "  building test_stage$nn of $preset (log: ${log#"$REPO"/})"
-        if ! (cd "$REPO" && cmake --build --preset "$preset" --target "test_stage$nn") >>"$log" 2>&1; then
+        [[ "$MODE" == configure ]] && echo "  building $program of $preset (log: ${log#"$REPO"/})"
+        if ! (cd "$REPO" && cmake --build --preset "$preset" --target "$program") >>"$log" 2>&1; then
             # The compiler's first error, "file(line): error: ...", without the file's directory.
             error=$(grep -m1 -E '(: |^)(fatal )?error' "$log" | sed -E 's#^[^ ]*/##')
             NOTE="BUILD FAILED|${error:+$error; }log: ${log#"$REPO"/}"
             return
         fi
     fi
-    [[ -x "$dir/stages/test_stage$nn" ]] ||
-        NOTE="NOT BUILT|no test_stage$nn: cmake --build --preset $preset"
+    [[ -x "$dir/stages/$program" ]] ||
+        NOTE="NOT BUILT|no $program: cmake --build --preset $preset --target $program"
 }
 
 # check NAME PRESET: runs the tests labelled NAME in PRESET's build; sets STATUS and DETAIL.
 check() {
     local name=$1 preset=$2 log="$LOGS/$1.log" results total failed skipped passed names why
-    (cd "$REPO" && ctest --preset "$preset" -L "^${name//./\\.}\$" -j "$JOBS" --output-on-failure) >"$log" 2>&1
+    (cd "$REPO" && ctest --preset "$preset" -L "^${name//./\\.}\$" ${EXCLUDE:+-E "$EXCLUDE"} -j "$JOBS" --output-on-failure) >"$log" 2>&1
     # "1/8 Test #3: stage03.Kernels.AttentionForward ......***Failed    1.20 sec"
     # The exercise's own tests only, not a fixture CTest adds (setup_default_corpus).
     results=$(grep -E '^ *[0-9]+/[0-9]+ Test +#[0-9]+: stage[0-9]{2}\.' "$log")
@@ -173,10 +184,12 @@ check() {
     skipped=$(grep -cE '\*\*\*Skipped' <<<"$results")
     failed=$((total - passed - skipped))
     if ((total == 0)); then
-        STATUS=FAIL DETAIL="no test has the label $name (see ${log#"$REPO"/})"
+        STATUS=FAIL DETAIL="no test has the label $name${EXCLUDE:+, or --exclude '$EXCLUDE' left none of them} (see ${log#"$REPO"/})"
     elif ((failed > 0)); then
+        # "stage03.online_softmax.Kernels.AttentionForward" (workshop) or "stage03.Kernels.AttentionForward"
         names=$(grep -vE ' Passed +[0-9.]+ sec|\*\*\*Skipped' <<<"$results" |
-            sed -E 's/.* Test +#[0-9]+: stage[0-9]{2}\.([^ ]+) .*/\1/' | head -n 3 | paste -sd, - | sed 's/,/, /g')
+            sed -E 's/.* Test +#[0-9]+: ([^ ]+) .*/\1/' | sed -E "s/^(${name//./\\.}|stage[0-9]{2})\.//" |
+            head -n 3 | paste -sd, - | sed 's/,/, /g')
         ((failed > 3)) && names+=", ..."
         STATUS=FAIL DETAIL="$failed of $total tests fail ($names)"
         # Why, when the log says it in a way a reader knows at once.
@@ -193,6 +206,8 @@ check() {
     else
         STATUS=PASS DETAIL="$total test$( ((total > 1)) && echo s)"
     fi
+    [[ -n "$EXCLUDE" ]] && DETAIL+=" (left out: the tests matching '$EXCLUDE')"
+    return 0
 }
 
 # --- Main -----------------------------------------------------------------------------------
@@ -209,14 +224,24 @@ if ! compgen -G "$REPO/data/brown/*_train_*.bin" >/dev/null; then
 fi
 
 declare -A COUNT=()
-FAILED=0 DONE_STAGE="" FAILED_LOGS=()
+FAILED=0 DONE_STAGE="" DONE_PROGRAM="" STAGE_NOTE="" PROGRAM_NOTE="" FAILED_LOGS=()
 for item in "${SELECTED[@]}"; do
     name=${item%% *}
     stage=${name%%.*} nn=${name:5:2}
     preset=$(preset_of "$stage")
     if [[ "$stage" != "$DONE_STAGE" ]]; then  # the list is sorted: each stage's build once
-        prepare "$preset" "$nn"
-        DONE_STAGE=$stage
+        configure_preset "$preset"
+        STAGE_NOTE=$NOTE DONE_STAGE=$stage DONE_PROGRAM=""
+    fi
+    NOTE=$STAGE_NOTE
+    if [[ -z "$NOTE" ]]; then
+        # A solution build has one test program; a workshop build one per exercise.
+        program=$( ((SOLUTIONS)) && echo "test_stage$nn" || echo "test_$name")
+        if [[ "$program" != "$DONE_PROGRAM" ]]; then
+            build_program "$preset" "$program"
+            PROGRAM_NOTE=$NOTE DONE_PROGRAM=$program
+        fi
+        NOTE=$PROGRAM_NOTE
     fi
     if [[ -n "$NOTE" ]]; then
         STATUS=${NOTE%%|*} DETAIL=${NOTE#*|}

@@ -8,22 +8,25 @@
 #     // EXERCISE END
 #
 # <name> is stageNN.<snake_case>, NN being the number of the stage directory the file is in.
-# A workshop build (GPT_WORKSHOP=ON, the stageNN-workshop presets) compiles a copy of stages/
-# in which that stage's regions are replaced by stubs: the marker lines stay, the solution
-# lines go, and in their place come a comment saying what to do and either the STUB lines or
-# EXERCISE_NOT_WRITTEN("<name>"); (common/cuda/exercise.cuh). Because the stub is generated
-# from the solution every time, the exercise and its solution cannot drift apart.
+# A workshop build (GPT_WORKSHOP=ON, the stageNN-workshop presets) compiles, for each exercise
+# of its stage, a copy of stages/ in which that one region is replaced by a stub: the marker
+# lines stay, the solution lines go, and in their place come a comment saying what to do and
+# either the STUB lines or EXERCISE_NOT_WRITTEN("<name>"); (common/cuda/exercise.cuh). The
+# stage's other exercises keep their solutions in that copy, so each exercise's tests depend on
+# that exercise alone and they can be done in any order. Because the stub is generated from the
+# solution every time, the exercise and its solution cannot drift apart.
 #
 # What this file provides:
 #   gpt_exercises(<stage dir> <out var>)        the exercises of a stage, for test labels
 #   gpt_workshop_stub_text(...)                 the transformation, on a string
 #   gpt_workshop_stub(<input> <output> [stage]) the transformation, file to file
-#   gpt_workshop_sync(...)                      copy stages/ with one stage stubbed, keeping edits
-#   gpt_workshop_tree(<stage dir> <out var>)    the above, for a build directory
+#   gpt_workshop_sync(...)                      copy stages/ with one exercise stubbed, keeping edits
+#   gpt_workshop_tree(<stage dir> <exercise> <out var>)  the above, for a build directory
 #
 # It is also a script, to stub one file without configuring a build (tests/workshop uses it):
-#     cmake -DINPUT=<file> -DOUTPUT=<file> [-DSTAGE=<stage dir name>] -P common/cmake/workshop.cmake
-# STAGE (default: the name of INPUT's directory) chooses the docs chapter the stub points to.
+#     cmake -DINPUT=<file> -DOUTPUT=<file> [-DSTAGE=<stage dir name>] [-DEXERCISE=<name>] -P common/cmake/workshop.cmake
+# STAGE (default: the name of INPUT's directory) chooses the docs chapter the stub points to;
+# EXERCISE stubs that exercise alone (default: every exercise of the file).
 
 # The functions below use if(IN_LIST) and friends; say which CMake they are written for, also
 # when this file runs as a script (where no cmake_minimum_required came before).
@@ -84,16 +87,21 @@ endfunction()
 
 # --- The transformation --------------------------------------------------------------------
 
-# gpt_workshop_stub_text(<text> <file> <stage dir name> <out text var> <out exercises var>)
+# gpt_workshop_stub_text(<text> <file> <stage dir name> <out text var> <out exercises var> [<only>])
 #
 # Replaces every exercise region of <text> (the contents of <file>, named in error messages)
-# by its stub. <out exercises var> receives one "name|line|tests regex" item per region, the
-# line being the BEGIN marker's line in <text>. A malformed marker stops with
-# "<file>:<line>: <what is wrong>".
+# by its stub; with <only>, an exercise name, that region alone, and every other region keeps
+# its solution under a line that says whose it is. <out exercises var> receives one
+# "name|line|tests regex" item per region (all of them, stubbed or not), the line being the
+# BEGIN marker's line in <text>. A malformed marker stops with "<file>:<line>: <what is wrong>".
 #
 # (The error messages start with a space: CMake then prints them as they are, on one line,
 # instead of re-wrapping them at 80 columns, which would split the file name.)
 function(gpt_workshop_stub_text text file stage out_text out_exercises)
+  set(only "")
+  if(ARGC GREATER 5)
+    set(only "${ARGV5}")
+  endif()
   _gpt_workshop_split("${text}" lines)
 
   set(result "")        # the stubbed text, built line by line
@@ -117,6 +125,7 @@ function(gpt_workshop_stub_text text file stage out_text out_exercises)
         set(separator "\n")
       else()
         list(APPEND solution "${encoded}")
+        list(APPEND region_lines "L${encoded}")  # L: an empty line is not lost from the list
       endif()
       continue()
     endif()
@@ -163,6 +172,7 @@ function(gpt_workshop_stub_text text file stage out_text out_exercises)
       set(begin_number ${number})
       set(solution "")
       set(stub "")
+      set(region_lines "")  # the region as written, for a region left solved
 
     elseif(word STREQUAL "STUB")
       if(name STREQUAL "")
@@ -175,6 +185,7 @@ function(gpt_workshop_stub_text text file stage out_text out_exercises)
       # "// EXERCISE STUB x = 0;" becomes "x = 0;" at the marker's indentation.
       string(REGEX REPLACE "^ " "" code "${rest}")
       list(APPEND stub "${indent}${code}")
+      list(APPEND region_lines "L${encoded}")
 
     elseif(word STREQUAL "END")
       if(name STREQUAL "")
@@ -193,13 +204,27 @@ function(gpt_workshop_stub_text text file stage out_text out_exercises)
         message(FATAL_ERROR " ${file}:${begin_number}: exercise '${name}': its STUB lines are the "
                             "solution itself, so the exercise would come already solved")
       endif()
+      if(NOT only STREQUAL "" AND NOT name STREQUAL only)
+        # Another exercise's region, in the copy of exercise <only>: its solution, as written,
+        # so that <only>'s tests need nothing but <only>.
+        string(APPEND result "${separator}${begin_line}"
+          "\n${begin_indent}// (The solution of ${name}, in place: this copy is for exercise ${only}.)")
+        foreach(kept IN LISTS region_lines)
+          string(SUBSTRING "${kept}" 1 -1 kept)
+          _gpt_workshop_unescape("${kept}" kept)
+          string(APPEND result "\n${kept}")
+        endforeach()
+        string(APPEND result "\n${line}")
+        set(separator "\n")
+        set(name "")
+        continue()
+      endif()
       # The stub: the BEGIN marker (so that the exercise is still found in the copy), what to
       # do, the placeholder, the END marker.
-      string(SUBSTRING "${name}" 5 2 nn)
       string(APPEND result "${separator}${begin_line}"
         "\n${begin_indent}// Write exercise ${name} here, in place of the placeholder below."
         "\n${begin_indent}// What to write, and hints: docs/${stage}.md#exercise"
-        "\n${begin_indent}// Test it: cmake --build --preset stage${nn}-workshop && ctest --preset stage${nn}-workshop -L ${name}")
+        "\n${begin_indent}// Test it: tests/workshop_check.sh ${name}")
       foreach(stub_line IN LISTS stub)
         _gpt_workshop_unescape("${stub_line}" stub_line)
         string(APPEND result "\n${stub_line}")
@@ -233,19 +258,26 @@ function(_gpt_workshop_write path content)
   file(WRITE "${path}" "${content}")
 endfunction()
 
-# gpt_workshop_stub(<input> <output> [<stage dir name>]): stub one file. The stage dir name
-# (default: the name of the input's directory) gives the docs chapter and the stage number
-# that exercise names must carry.
+# gpt_workshop_stub(<input> <output> [<stage dir name> [<exercise>]]): stub one file. The stage
+# dir name (default: the name of the input's directory) gives the docs chapter and the stage
+# number that exercise names must carry; with <exercise>, that exercise alone is stubbed.
 function(gpt_workshop_stub input output)
-  if(ARGC GREATER 2)
+  if(ARGC GREATER 2 AND NOT ARGV2 STREQUAL "")
     set(stage "${ARGV2}")
   else()
     get_filename_component(dir "${input}" ABSOLUTE)
     get_filename_component(dir "${dir}" DIRECTORY)
     get_filename_component(stage "${dir}" NAME)
   endif()
+  set(only "")
+  if(ARGC GREATER 3)
+    set(only "${ARGV3}")
+  endif()
   file(READ "${input}" text)
-  gpt_workshop_stub_text("${text}" "${input}" "${stage}" stubbed exercises)
+  gpt_workshop_stub_text("${text}" "${input}" "${stage}" stubbed exercises "${only}")
+  if(NOT only STREQUAL "" AND NOT exercises MATCHES "(^|;)${only}\\|")
+    message(FATAL_ERROR " ${input}: no exercise ${only} is marked in this file")
+  endif()
   _gpt_workshop_write("${output}" "${stubbed}")
 endfunction()
 
@@ -294,12 +326,13 @@ endfunction()
 # --- The participant's copy ------------------------------------------------------------------
 
 # gpt_workshop_sync(SOURCE <stages dir> COPY <dir> PRISTINE <dir> STAGE <stage dir name>
-#                   [EXERCISES <out var>])
+#                   [EXERCISE <name>] [EXERCISES <out var>])
 #
-# Makes COPY a copy of SOURCE in which the files under STAGE are stubbed and every other file
-# is verbatim. Participants edit COPY, so a file there is never overwritten once it exists,
-# with one exception: if it is still exactly what was generated last time (PRISTINE keeps that
-# version), the participant has not touched it and it is refreshed when the source changes.
+# Makes COPY a copy of SOURCE in which the exercises of STAGE are stubbed (with EXERCISE, that
+# one alone: the stage's others keep their solutions) and every other file is verbatim.
+# Participants edit COPY, so a file there is never overwritten once it exists, with one
+# exception: if it is still exactly what was generated last time (PRISTINE keeps that version),
+# the participant has not touched it and it is refreshed when the source changes.
 #
 #   file in COPY                   source changed since?   what happens
 #   missing (new, or deleted to    -                       generated
@@ -310,9 +343,12 @@ endfunction()
 #                                                          configure until it is reset
 #
 # Files the participant added, and files that left SOURCE, are left alone.
-# EXERCISES receives one "name|file in COPY" item per exercise of STAGE.
+# EXERCISES receives one "name|file in COPY" item per exercise stubbed.
 function(gpt_workshop_sync)
-  cmake_parse_arguments(ARG "" "SOURCE;COPY;PRISTINE;STAGE;EXERCISES" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "SOURCE;COPY;PRISTINE;STAGE;EXERCISE;EXERCISES" "" ${ARGN})
+  if(NOT DEFINED ARG_EXERCISE)
+    set(ARG_EXERCISE "")
+  endif()
   if(NOT IS_DIRECTORY "${ARG_SOURCE}/${ARG_STAGE}")
     message(FATAL_ERROR "gpt_workshop_sync: no stage directory ${ARG_SOURCE}/${ARG_STAGE}")
   endif()
@@ -328,10 +364,12 @@ function(gpt_workshop_sync)
     file(READ "${source}" generated)
     string(FIND "${rel}" "${ARG_STAGE}/" in_stage)
     if(in_stage EQUAL 0)
-      gpt_workshop_stub_text("${generated}" "${source}" "${ARG_STAGE}" generated exercises)
+      gpt_workshop_stub_text("${generated}" "${source}" "${ARG_STAGE}" generated exercises "${ARG_EXERCISE}")
       foreach(item IN LISTS exercises)
         string(REGEX MATCH "^[^|]*" exercise "${item}")
-        list(APPEND all_exercises "${exercise}|${copy}")
+        if(ARG_EXERCISE STREQUAL "" OR exercise STREQUAL ARG_EXERCISE)
+          list(APPEND all_exercises "${exercise}|${copy}")
+        endif()
       endforeach()
     endif()
 
@@ -360,49 +398,53 @@ function(gpt_workshop_sync)
                       " To take the new version: save your work elsewhere, delete the copy, re-configure.")
     endif()
   endforeach()
+  if(NOT ARG_EXERCISE STREQUAL "" AND NOT all_exercises)
+    message(FATAL_ERROR "gpt_workshop_sync: stage ${ARG_STAGE} has no exercise ${ARG_EXERCISE}")
+  endif()
   if(ARG_EXERCISES)
     set(${ARG_EXERCISES} "${all_exercises}" PARENT_SCOPE)
   endif()
 endfunction()
 
-# gpt_workshop_tree(<stage dir name> <out var>): the copy of stages/ a workshop build compiles,
-# under <build>/workshop/stages, with <stage dir name>'s exercises stubbed; sets <out var> to
-# its root. Prints, for each exercise, the file to edit and the command that tests it.
-function(gpt_workshop_tree stage out_var)
+# gpt_workshop_tree(<stage dir name> <exercise> <out var>): the copy of stages/ in which a
+# workshop build compiles the tests of <exercise>, <build>/workshop/<exercise>/, with that
+# exercise stubbed and the stage's other exercises solved; sets <out var> to its root. Prints
+# the file to edit and the command that tests it.
+function(gpt_workshop_tree stage exercise out_var)
   set(source "${PROJECT_SOURCE_DIR}/stages")
-  set(copy "${CMAKE_BINARY_DIR}/workshop/stages")
-  set(pristine "${CMAKE_BINARY_DIR}/workshop/pristine/stages")
+  set(copy "${CMAKE_BINARY_DIR}/workshop/${exercise}")
+  set(pristine "${CMAKE_BINARY_DIR}/workshop/pristine/${exercise}")
 
-  # One copy can stub one stage: a later stage needs the earlier ones as solutions. The
+  # A workshop build holds one stage: a later stage needs the earlier ones as solutions. The
   # stageNN-workshop presets build one stage each.
   get_property(taken GLOBAL PROPERTY GPT_WORKSHOP_STAGE)
   if(taken AND NOT taken STREQUAL stage)
     message(FATAL_ERROR "A workshop build holds one stage, and this one already holds ${taken}: "
                         "configure it with GPT_STAGES set to one stage (the stageNN-workshop presets do).")
   endif()
-  set_property(GLOBAL PROPERTY GPT_WORKSHOP_STAGE "${stage}")
-
-  # Re-configure when a stage source changes (so that the copy follows the solution) or when a
-  # file is added (CONFIGURE_DEPENDS makes the build check the list of files).
-  file(GLOB_RECURSE watched CONFIGURE_DEPENDS "${source}/*")
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${watched})
+  if(NOT taken)
+    set_property(GLOBAL PROPERTY GPT_WORKSHOP_STAGE "${stage}")
+    # Re-configure when a stage source changes (so that the copies follow the solutions) or when
+    # a file is added (CONFIGURE_DEPENDS makes the build check the list of files).
+    file(GLOB_RECURSE watched CONFIGURE_DEPENDS "${source}/*")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${watched})
+    # Before each exercise had a copy of its own, one copy (workshop/stages) held all of them.
+    if(IS_DIRECTORY "${CMAKE_BINARY_DIR}/workshop/stages")
+      message(WARNING " Workshop: ${CMAKE_BINARY_DIR}/workshop/stages is a copy made by an earlier version,"
+                      " which this build no longer compiles: each exercise now has a copy of its own,"
+                      " workshop/<exercise>/ (docs/workshop.md). Move what you wrote there into the new"
+                      " copy, then delete the old one.")
+    endif()
+  endif()
 
   gpt_workshop_sync(SOURCE "${source}" COPY "${copy}" PRISTINE "${pristine}" STAGE "${stage}"
-                    EXERCISES exercises)
-
-  string(SUBSTRING "${stage}" 0 2 nn)
-  message(STATUS "Workshop: stage ${stage} builds from ${copy}, with its exercises as stubs "
-                 "(your edits there are kept when CMake configures again: docs/workshop.md)")
-  if(NOT exercises)
-    message(STATUS "Workshop: stage ${stage} has no exercises")
-  endif()
-  foreach(item IN LISTS exercises)
-    string(REGEX MATCH "^([^|]*)\\|(.*)$" _ "${item}")
-    message(STATUS "Workshop exercise ${CMAKE_MATCH_1}")
-    message(STATUS "  edit: ${CMAKE_MATCH_2}")
-    message(STATUS "  read: docs/${stage}.md#exercise")
-    message(STATUS "  test: tests/workshop_check.sh ${CMAKE_MATCH_1}   (builds, tests, one line: PASS, FAIL or SKIPPED)")
-  endforeach()
+                    EXERCISE "${exercise}" EXERCISES stubbed)
+  list(GET stubbed 0 item)
+  string(REGEX MATCH "^([^|]*)\\|(.*)$" _ "${item}")
+  message(STATUS "Workshop exercise ${exercise}")
+  message(STATUS "  edit: ${CMAKE_MATCH_2}")
+  message(STATUS "  read: docs/${stage}.md#exercise")
+  message(STATUS "  test: tests/workshop_check.sh ${exercise}   (builds, tests, one line: PASS, FAIL or SKIPPED)")
   set(${out_var} "${copy}" PARENT_SCOPE)
 endfunction()
 
@@ -413,11 +455,13 @@ endfunction()
 if(CMAKE_SCRIPT_MODE_FILE STREQUAL CMAKE_CURRENT_LIST_FILE)
   if(NOT DEFINED INPUT OR NOT DEFINED OUTPUT)
     message(FATAL_ERROR "usage: cmake -DINPUT=<file> -DOUTPUT=<file> [-DSTAGE=<stage dir name>] "
-                        "-P ${CMAKE_CURRENT_LIST_FILE}")
+                        "[-DEXERCISE=<the one exercise to stub>] -P ${CMAKE_CURRENT_LIST_FILE}")
   endif()
-  if(DEFINED STAGE)
-    gpt_workshop_stub("${INPUT}" "${OUTPUT}" "${STAGE}")
-  else()
-    gpt_workshop_stub("${INPUT}" "${OUTPUT}")
+  if(NOT DEFINED STAGE)
+    set(STAGE "")
   endif()
+  if(NOT DEFINED EXERCISE)
+    set(EXERCISE "")
+  endif()
+  gpt_workshop_stub("${INPUT}" "${OUTPUT}" "${STAGE}" "${EXERCISE}")
 endif()

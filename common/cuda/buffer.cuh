@@ -32,11 +32,42 @@ struct MemoryStats {
     static void remove(size_t n) { current() -= n; }
 };
 
+// The GPU test programs (workshop builds' included) define GPT_POISON_FRESH_DEVICE_MEMORY: there
+// every new allocation reads as NaN, so that a kernel that leaves an output unwritten (an
+// exercise's stub, say) cannot pass a test because cudaMalloc happened to return zeros
+// (docs/workshop.md). The trainers do not pay for it.
+#ifdef GPT_POISON_FRESH_DEVICE_MEMORY
+inline constexpr bool kPoisonFreshDeviceMemory = true;
+#else
+inline constexpr bool kPoisonFreshDeviceMemory = false;
+#endif
+
+// Sets every byte to 0xFF, which reads as NaN in fp32 and bf16 and as -1 in integers, and waits
+// for it. On a stream of its own, made once, so that it neither waits for nor delays work queued
+// on the others.
+inline void poison_device_memory(void* p, size_t bytes) {
+    static const cudaStream_t stream = [] {
+        cudaStream_t s;
+        CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+        return s;
+    }();
+    CUDA_CHECK(cudaMemsetAsync(p, 0xFF, bytes, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 // Where an OwnedArray's memory comes from.
 struct DeviceMemory {
     static void* allocate(size_t bytes) {
         void* p = nullptr;
         CUDA_CHECK(cudaMalloc(&p, bytes));
+        if constexpr (kPoisonFreshDeviceMemory) {
+            try {
+                poison_device_memory(p, bytes);
+            } catch (...) {
+                cudaFree(p);
+                throw;
+            }
+        }
         MemoryStats::add(bytes);
         return p;
     }

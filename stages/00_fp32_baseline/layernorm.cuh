@@ -16,7 +16,7 @@ __global__ void layernorm_forward_kernel(Act* out, float* mean, float* rstd, con
                                          const Act* bias, int N, int C) {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= N) return;
-    // EXERCISE BEGIN stage00.layernorm_forward TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.CapturedStepMatchesUncaptured|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.CapturedStepInChunksMatchesUncaptured
+    // EXERCISE BEGIN stage00.layernorm_forward TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.CachedGenerationMatchesTheFullForward|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.EvaluationLossesMatchTheCpu|Model.CapturedStepMatchesUncaptured|Model.CapturedStepInChunksMatchesUncaptured|Model.PaddedRowsStayZero|Model.PaddingChangesNothing
     const Act* x = inp + size_t(n) * C;
     float m = 0.0f;
     for (int c = 0; c < C; ++c) m += to_float(x[c]);

@@ -164,7 +164,7 @@ __device__ inline void store_rows(bf16* head, int stride, int row0, int T, const
 template <int HS, int kM>
 __device__ inline void online_softmax_update(float (&s)[kM][kTileCols][4], float (&o)[kM][HS / 8][4],
                                              float (&row_max)[kM][2], float (&row_sum)[kM][2], float scale_log2) {
-    // EXERCISE BEGIN stage03.online_softmax TESTS Kernels.AttentionForward|Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.CapturedStepMatchesUncaptured|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.CapturedStepInChunksMatchesUncaptured
+    // EXERCISE BEGIN stage03.online_softmax TESTS Kernels.AttentionForward|Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.CachedGenerationMatchesTheFullForward|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.EvaluationLossesMatchTheCpu|Model.CapturedStepMatchesUncaptured|Model.CapturedStepInChunksMatchesUncaptured|Model.PaddedRowsStayZero|Model.PaddingChangesNothing
 #pragma unroll
     for (int m = 0; m < kM; ++m)
 #pragma unroll

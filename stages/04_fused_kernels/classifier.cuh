@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kFusedClassifierThreads)
     const Act* row = logits + size_t(n) * Vp;
     Act* grad_row = kBackward ? dlogits + size_t(n) * Vp : nullptr;  // may be `row` itself
     [[maybe_unused]] const int target = targets[n];
-    // EXERCISE BEGIN stage04.fused_classifier TESTS Kernels.ClassifierForward|Kernels.ClassifierBackward|Slots.ClassifierWithGrad|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.CapturedStepMatchesUncaptured|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.CapturedStepInChunksMatchesUncaptured
+    // EXERCISE BEGIN stage04.fused_classifier TESTS Kernels.ClassifierForward|Kernels.ClassifierBackward|Slots.ClassifierWithGrad|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.GradientAccumulation|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.EvaluationLossesMatchTheCpu|Model.CapturedStepMatchesUncaptured|Model.CapturedStepInChunksMatchesUncaptured|Model.PaddedRowsStayZero
     float lse;
     if constexpr (kForward) {
         // Read before any thread can write the gradient over it: block_max below waits for all.

@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(kThreads)
     [[maybe_unused]] P cache[kCached > 0 ? kCached : 1];
     [[maybe_unused]] const Act* x = kWithResidual ? residual + row : a + row;
 
-    // EXERCISE BEGIN stage04.warp_layernorm TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.MasterWeightsStayFp32|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu
+    // EXERCISE BEGIN stage04.warp_layernorm TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.CachedGenerationMatchesTheFullForward|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.EvaluationLossesMatchTheCpu|Model.CapturedStepMatchesUncaptured|Model.CapturedStepInChunksMatchesUncaptured|Model.PaddedRowsStayZero
     // Pass 1: the row (adding and storing the residual on the way) and its sum.
     float sum = 0.0f;
     for_each_pack<kCached>(lane, packs, [&](int k, int i) {

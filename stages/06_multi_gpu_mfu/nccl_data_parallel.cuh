@@ -233,7 +233,7 @@ class DataParallel {
     // stream's work and sums them, in one group, while the main stream goes on.
     void gradients_ready(CudaBackend::Context& ctx, float* grads, const Bucket& bucket) {
         if (shards_optimizer()) return;
-        // EXERCISE BEGIN stage06.bucketed_all_reduce TESTS Model.SeveralRanksTrainAsOne
+        // EXERCISE BEGIN stage06.bucketed_all_reduce TESTS Model.SeveralRanksTrainAsOne|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.AllocatesOnlyOnce|Model.EvaluationLossesMatchTheCpu|Model.CapturedStepMatchesUncaptured|Model.CapturedStepInChunksMatchesUncaptured|Model.PaddedRowsStayZero|Model.PaddingChangesNothing|Model.OneProcessTrainsAsWithoutParallel
         CUDA_CHECK(cudaEventRecord(ready_, ctx.stream));
         CUDA_CHECK(cudaStreamWaitEvent(comm_stream_, ready_, 0));
         comm_.group_start();

@@ -172,13 +172,14 @@ STAGE_TESTS = ("TEST_F(Kernels, LayerNormForward) {}\n"
 EXERCISE = ("    // EXERCISE BEGIN stage00.layernorm_forward TESTS "
             "Kernels.LayerNormForward|Model.Step0LossAndGradients|Model.FullSizeCurveMatchesPyTorch\n"
             "    // EXERCISE END\n")
-STAGES_CMAKE = ("set_tests_properties(stage${num}.Model.FullSizeCurveMatchesPyTorch PROPERTIES\n"
+STAGES_CMAKE = ("set_tests_properties(${prefix}.Model.FullSizeCurveMatchesPyTorch PROPERTIES\n"
                 "    FIXTURES_REQUIRED corpus RESOURCE_LOCK gpt2_124m_full_size)\n")
-WORKSHOP = """# Workshop
+DONE = "`tests/workshop_check.sh stage00.layernorm_forward` prints `PASS` (3 tests)"
+WORKSHOP = f"""# Workshop
 
-| exercise | what you write | tests | hints |
-|---|---|---:|---|
-| `stage00.layernorm_forward` | the LayerNorm | 3 | none |
+| exercise | what you write | done when | hints |
+|---|---|---|---|
+| `stage00.layernorm_forward` | the LayerNorm | {DONE} | none |
 
 ```text
 $ tests/workshop_check.sh stage00.layernorm_forward
@@ -193,10 +194,18 @@ note: 3 of 4 tests were skipped (no CUDA device found): those checked nothing.
 
 (The fourth test is the fixture that installs the default corpus.)
 """
+CHAPTER = f"""# Stage 00
+
+## Exercise
+
+Write it.
+
+**Done** when {DONE}.
+"""
 
 
 class WorkshopCounts(unittest.TestCase):
-    def run_on(self, workshop=WORKSHOP, exercise=EXERCISE):
+    def run_on(self, workshop=WORKSHOP, exercise=EXERCISE, chapter=CHAPTER):
         with tempfile.TemporaryDirectory() as tmp:
             root = Path(tmp)
             (root / "stages" / "00_base").mkdir(parents=True)
@@ -206,6 +215,7 @@ class WorkshopCounts(unittest.TestCase):
             (root / "tests" / "gpu" / "stage_tests.cuh").write_text(STAGE_TESTS)
             (root / "docs").mkdir()
             (root / "docs" / "workshop.md").write_text(workshop)
+            (root / "docs" / "00_base.md").write_text(chapter)
             run = subprocess.run([sys.executable, str(COUNTS_SCRIPT), "--check", "--root", tmp],
                                  capture_output=True, text=True, timeout=60)
             return run.returncode, run.stdout + run.stderr
@@ -215,18 +225,38 @@ class WorkshopCounts(unittest.TestCase):
         self.assertEqual(code, 0, out)
 
     def test_a_wrong_table_count_fails(self):
-        code, out = self.run_on(WORKSHOP.replace("| 3 | none |", "| 4 | none |"))
+        code, out = self.run_on(WORKSHOP.replace("(3 tests) | none |", "(4 tests) | none |"))
         self.assertEqual(code, 1, out)
-        self.assertIn("docs/workshop.md:5: the table gives stage00.layernorm_forward 4 tests; its label holds 3", out)
+        self.assertIn("docs/workshop.md:5: stage00.layernorm_forward has 3 tests, the line says 4", out)
 
     def test_a_test_added_to_the_regex_makes_every_quote_stale(self):
         code, out = self.run_on(exercise=EXERCISE.replace("TESTS ", "TESTS Kernels.Other|"))
         self.assertEqual(code, 1, out)
-        self.assertIn("docs/workshop.md:5: the table gives", out)
+        self.assertIn("docs/workshop.md:5: stage00.layernorm_forward has 4 tests, the line says 3", out)
+        self.assertIn("docs/00_base.md:7: stage00.layernorm_forward has 4 tests, the line says 3", out)
         self.assertIn("docs/workshop.md:9: stage00.layernorm_forward has 4 tests", out)
         self.assertIn("docs/workshop.md:14: ctest -L stage00.layernorm_forward runs 5 tests", out)
         self.assertIn("docs/workshop.md:15: ctest -L stage00.layernorm_forward skips 4 of 5", out)
         self.assertIn("docs/workshop.md:18: the fixture is test 5", out)
+
+    def test_a_chapter_without_its_done_line_fails(self):
+        code, out = self.run_on(chapter=CHAPTER.replace(DONE, "it passes"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("docs/00_base.md: no line says what done looks like for stage00.layernorm_forward", out)
+
+    def test_a_table_row_without_its_done_line_fails(self):
+        code, out = self.run_on(WORKSHOP.replace(f"| {DONE} |", "| soon |"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("docs/workshop.md:5: the 'done when' cell of stage00.layernorm_forward is not", out)
+
+    def test_a_name_in_the_regex_that_is_no_test_fails(self):
+        code, out = self.run_on(exercise=EXERCISE.replace("TESTS ", "TESTS Kernels.Misspelt|"))
+        self.assertEqual(code, 1, out)
+        self.assertIn("exercise stage00.layernorm_forward: 'Kernels.Misspelt' in its TESTS names no test", out)
+
+    def test_a_group_in_the_regex_is_one_alternative(self):
+        code, out = self.run_on(exercise=EXERCISE.replace("Kernels.LayerNormForward|", "Kernels\\.(LayerNormForward|None)|"))
+        self.assertEqual(code, 0, out)
 
     def test_without_the_fixture_the_total_is_the_label(self):
         code, out = self.run_on(exercise=EXERCISE.replace("|Model.FullSizeCurveMatchesPyTorch", ""))

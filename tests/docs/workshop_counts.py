@@ -7,13 +7,15 @@ Usage (from anywhere; Python 3 standard library only, nothing is compiled or con
 
 The CTest test docs.workshop_counts_match_tests runs it. An exercise's tests are the tests of
 tests/gpu/stage_tests.cuh, as gtest_add_tests finds them in the text (CMake's GoogleTest module:
-TEST, TEST_F, TEST_P, TYPED_TEST), named stageNN.<Suite>.<Name>, whose name matches the TESTS
+TEST, TEST_F, TEST_P, TYPED_TEST), named stageNN.<Suite>.<Name> (in a workshop build <exercise>.<Suite>.<Name>), whose name matches the TESTS
 regex of the exercise's `// EXERCISE BEGIN` marker in stages/ (stages/CMakeLists.txt gives the
 tests that label). `ctest -L <exercise>` also runs the setup test of each fixture those tests
 require: the corpus fixture, required by the tests named so in stages/CMakeLists.txt.
 
-What is compared, in docs/workshop.md:
-  - the table of exercises: its `tests` column, and that every exercise has a row;
+What is compared, in docs/workshop.md and the chapters docs/NN_*.md:
+  - every line "`tests/workshop_check.sh <exercise>` prints `PASS` (N tests)": N is the count of
+    the exercise's label, and each exercise has one in its chapter and one in the guide;
+  - the guide's table of exercises: a row for each exercise, whose "done when" cell is that line;
   - the room check's lines, "stage00.layernorm_forward  SKIPPED  no GPU (11 tests)" (also
     "PASS  11 tests" and "FAIL  3 of 11 tests fail");
   - CTest's output quoted after "$ ctest ... -L <exercise>": "out of 12" and "11 of 12 tests
@@ -34,9 +36,11 @@ MARKER = re.compile(r"^[ \t]*// EXERCISE BEGIN[ \t]+(stage(\d\d)\.[a-z][a-z0-9_]
 # CMake's GoogleTest module, gtest_add_tests(): the same two expressions.
 GTEST_HIT = re.compile(r"((?:TYPED_TEST|TEST)_?[FP]?) *\(([A-Za-z_0-9 ,]+)\)")
 GTEST_CASE = re.compile(r"^ *([A-Za-z_0-9]+) *, *([A-Za-z_0-9]+) *$")
-# set_tests_properties(stage${num}.Model.X ... PROPERTIES ... FIXTURES_REQUIRED corpus
-CORPUS_USERS = re.compile(r"set_tests_properties\(((?:\s*stage\$\{num\}\.[\w.]+)+)\s+PROPERTIES[^)]*?"
+# set_tests_properties(${prefix}.Model.X ... PROPERTIES ... FIXTURES_REQUIRED corpus
+CORPUS_USERS = re.compile(r"set_tests_properties\(((?:\s*\$\{prefix\}\.[\w.]+)+)\s+PROPERTIES[^)]*?"
                           r"FIXTURES_REQUIRED\s+corpus\b")
+# What "done" looks like, in the chapters and the guide: `tests/workshop_check.sh X` prints `PASS` (N tests)
+DONE = re.compile(r"`tests/workshop_check\.sh (stage\d\d\.[a-z0-9_]+)` prints `PASS` \((\d+) tests?\)")
 ORDINALS = ["first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
             "eleventh", "twelfth", "thirteenth", "fourteenth", "fifteenth", "sixteenth", "seventeenth",
             "eighteenth", "nineteenth", "twentieth"]
@@ -75,20 +79,43 @@ def gtest_names(source_text):
     return names
 
 
+def top_level_alternatives(regex):
+    """The alternatives of a regex at the top level: "A|B(c|d)" -> ["A", "B(c|d)"]."""
+    parts, depth, start, escaped = [], 0, 0, False
+    for i, ch in enumerate(regex):
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        elif ch == "|" and depth == 0:
+            parts.append(regex[start:i])
+            start = i + 1
+    return parts + [regex[start:]]
+
+
 def label_counts(root, problems):
     """{exercise: (tests of its label, tests `ctest -L` runs with the fixtures' setups)}."""
     names = gtest_names((root / STAGE_TESTS).read_text(encoding="utf-8"))
     stages_cmake = (root / STAGES_CMAKE).read_text(encoding="utf-8")
     corpus_users = {n for m in CORPUS_USERS.finditer(stages_cmake) for n in m.group(1).split()}
-    corpus_users = {n[len("stage${num}."):] for n in corpus_users}
+    corpus_users = {n[len("${prefix}."):] for n in corpus_users}
     if not corpus_users:
-        problems.append(f"{STAGES_CMAKE}: no set_tests_properties(stage${{num}}.<test> ... FIXTURES_REQUIRED corpus) "
+        problems.append(f"{STAGES_CMAKE}: no set_tests_properties(${{prefix}}.<test> ... FIXTURES_REQUIRED corpus) "
                         f"found: {Path(__file__).name} cannot tell which tests bring the corpus fixture")
     counts = {}
     for name, (nn, regex) in exercises(root).items():
         matched = [n for n in names if re.fullmatch(rf"stage{nn}\.({regex})", f"stage{nn}.{n}")]
         if not matched:
             problems.append(f"exercise {name}: no test of {STAGE_TESTS} matches its TESTS '{regex}'")
+        # A dry run of the list: each alternative of the regex must name a test, or a renamed or
+        # misspelt test drops out of the exercise's tests without a word.
+        for alternative in top_level_alternatives(regex):
+            if not any(re.fullmatch(alternative, n) for n in names):
+                problems.append(f"exercise {name}: '{alternative}' in its TESTS names no test of {STAGE_TESTS}")
         counts[name] = (len(matched), len(matched) + (1 if corpus_users & set(matched) else 0))
     return counts
 
@@ -101,12 +128,13 @@ def check_doc(root, counts, problems):
     lines = (root / DOC).read_text(encoding="utf-8").split("\n")
     where = lambda i: f"{DOC}:{i + 1}"
 
-    # The table: the header names the columns; a row starts with `stageNN.name`.
+    # The table: a row starts with `stageNN.name`; its count is in its "done when" cell, which
+    # check_done_lines reads with every other such line.
     column, in_table = None, set()
     for i, line in enumerate(lines):
         cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else None
-        if cells and cells[0] == "exercise" and "tests" in cells:
-            column = cells.index("tests")
+        if cells and cells[0] == "exercise" and "done when" in cells:
+            column = cells.index("done when")
             continue
         if not cells:
             column = None
@@ -118,9 +146,9 @@ def check_doc(root, counts, problems):
         in_table.add(name)
         if name not in counts:
             problems.append(f"{where(i)}: the table names {name}, which no // EXERCISE BEGIN marker in stages/ does")
-        elif column >= len(cells) or cells[column] != str(counts[name][0]):
-            got = cells[column] if column < len(cells) else "nothing"
-            problems.append(f"{where(i)}: the table gives {name} {got} tests; its label holds {counts[name][0]}")
+        elif column >= len(cells) or not DONE.search(cells[column]) or DONE.search(cells[column]).group(1) != name:
+            problems.append(f"{where(i)}: the 'done when' cell of {name} is not "
+                            f"\"`tests/workshop_check.sh {name}` prints `PASS` ({tests_word(counts[name][0])})\"")
     for name in sorted(set(counts) - in_table):
         problems.append(f"{DOC}: the table of exercises has no row for {name} ({tests_word(counts[name][0])})")
 
@@ -164,6 +192,28 @@ def check_doc(root, counts, problems):
             problems.append(f"{where(i)}: ctest -L {label} skips {n} of {total} tests without a GPU, "
                             f"the quote says {m.group(1)} of {m.group(2)}")
 
+def check_done_lines(root, counts, problems):
+    """Every exercise says what "done" prints, with its count, in its chapter and in the guide."""
+    chapters = {p.stem[:2]: p for p in (root / "docs").glob("[0-9][0-9]_*.md")}
+    found = {}
+    for path in sorted((root / "docs").glob("*.md")):
+        rel = path.relative_to(root).as_posix()
+        for i, line in enumerate(path.read_text(encoding="utf-8").split("\n")):
+            for m in DONE.finditer(line):
+                name, n = m.group(1), int(m.group(2))
+                found.setdefault(name, set()).add(rel)
+                if name not in counts:
+                    problems.append(f"{rel}:{i + 1}: {name} is no exercise (no // EXERCISE BEGIN marker in stages/)")
+                elif n != counts[name][0]:
+                    problems.append(f"{rel}:{i + 1}: {name} has {tests_word(counts[name][0])}, the line says {n}")
+    for name, (nn, _) in sorted(exercises(root).items()):
+        for path in (chapters.get(nn), root / DOC):
+            rel = path.relative_to(root).as_posix() if path else f"docs/{nn}_*.md"
+            if rel not in found.get(name, set()):
+                problems.append(f"{rel}: no line says what done looks like for {name}: "
+                                f"\"`tests/workshop_check.sh {name}` prints `PASS` ({tests_word(counts[name][0])})\"")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="compare (the only mode; it writes nothing)")
@@ -173,13 +223,14 @@ def main():
     problems = []
     counts = label_counts(root, problems)
     check_doc(root, counts, problems)
+    check_done_lines(root, counts, problems)
     seen = set()
     for line in problems:
         if line not in seen:
             print(line)
             seen.add(line)
     if not problems:
-        print(f"{DOC}: the test counts of its {len(counts)} exercises match their labels")
+        print(f"{DOC} and the chapters: the test counts of the {len(counts)} exercises match their labels")
     return 1 if problems else 0
 
 

@@ -9,9 +9,10 @@
 #                                           (gpt_add_register_check; runs without a GPU)
 #   registers.spill_is_found                the same check on a kernel that must spill
 #                                           (tests/gpu/register_spill_example.cu): it must fail
-#   workshop.expect.stageNN.<exercise>      label "workshop_expect", only in a workshop build
+#   workshop.expect.<exercise>              label "workshop_expect", only in a workshop build
 #                                           configured with GPT_WORKSHOP_EXPECT=ON: every test
-#                                           of the exercise fails with the stub, naming it
+#                                           of the exercise fails with its stub, naming it, in
+#                                           its test program test_<exercise>
 
 find_program(GPT_COMPUTE_SANITIZER compute-sanitizer
              HINTS ${CUDAToolkit_BIN_DIR} $ENV{CUDA_HOME}/bin /usr/local/cuda/bin /usr/local/cuda/compute-sanitizer
@@ -115,17 +116,18 @@ function(gpt_workshop_exercise_table dir exercises out_var)
   set(${out_var} "${table}" PARENT_SCOPE)
 endfunction()
 
-# gpt_add_workshop_expectation(<NN> <exercise> <ctest names of its tests>)
-function(gpt_add_workshop_expectation num exercise tests)
+# gpt_add_workshop_expectation(<NN> <exercise> <test program target> <test prefix> <ctest names of its tests>)
+function(gpt_add_workshop_expectation num exercise target prefix tests)
   if(NOT GPT_WORKSHOP OR NOT GPT_WORKSHOP_EXPECT)
     return()
   endif()
-  # The GoogleTest names (Suite.Test) of the CTest tests stageNN.Suite.Test.
-  list(TRANSFORM tests REPLACE "^stage${num}\\." "")
+  # The GoogleTest names (Suite.Test) of the CTest tests <prefix>.Suite.Test.
+  string(REPLACE "." "\\." prefix_regex "${prefix}")
+  list(TRANSFORM tests REPLACE "^${prefix_regex}\\." "")
   string(REPLACE ";" ":" filter "${tests}")
   set(name workshop.expect.${exercise})
   add_test(NAME ${name}
-           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:test_stage${num}> -DFILTER=${filter}
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DFILTER=${filter}
                    -DEXERCISE=${exercise} -P ${PROJECT_SOURCE_DIR}/tests/workshop/expect_exercise.cmake)
   set_tests_properties(${name} PROPERTIES
     LABELS "gpu;stage${num};workshop_expect"

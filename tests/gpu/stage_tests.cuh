@@ -1903,6 +1903,30 @@ TEST_F(Model, AllocatesOnlyOnce) {
     }
 }
 
+// The test programs (GPT_POISON_FRESH_DEVICE_MEMORY, stages/CMakeLists.txt) fill every fresh
+// device allocation with 0xFF bytes, so that a kernel, or a workshop exercise's stub, that leaves
+// the model's buffers unwritten fails whatever cudaMalloc returned (common/cuda/buffer.cuh): a
+// fresh buffer must read as NaN (fp32, bf16) and -1 (int). 1001 elements: not a multiple of
+// anything a memset could round to.
+TEST_F(Model, PoisonedDeviceMemoryReadsAsNaN) {
+    ASSERT_TRUE(gpt::cuda::kPoisonFreshDeviceMemory)
+        << "the GPU test programs are compiled with GPT_POISON_FRESH_DEVICE_MEMORY (stages/CMakeLists.txt)";
+    const size_t n = 1001;
+    gpt::cuda::DeviceBuffer<float> f32(n);
+    gpt::cuda::DeviceBuffer<gpt::bf16> b16(n);
+    gpt::cuda::DeviceBuffer<int> i32(n);
+    std::vector<float> f(n);
+    std::vector<gpt::bf16> b(n);
+    std::vector<int> i(n);
+    CUDA_CHECK(cudaMemcpy(f.data(), f32.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(b.data(), b16.data(), n * sizeof(gpt::bf16), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(i.data(), i32.data(), n * sizeof(int), cudaMemcpyDeviceToHost));
+    size_t not_poisoned = 0;
+    for (size_t k = 0; k < n; ++k)
+        not_poisoned += !std::isnan(f[k]) + !std::isnan(gpt::to_float(b[k])) + (i[k] != -1);
+    EXPECT_EQ(not_poisoned, 0u) << "of " << 3 * n << " freshly allocated elements (fp32, bf16, int)";
+}
+
 // The trainer refuses a run that would not fit from GPT::memory_needed() (train/memory.h): it
 // must be exactly what the model allocates, and DeviceBuffer counts every byte of that. Shapes
 // that are not tile multiples, several micro-batches of staging, and a process of several with

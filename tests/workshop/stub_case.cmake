@@ -2,6 +2,7 @@
 # would run it: as a script, in a child CMake.
 #
 #   cmake -DWORKSHOP=<workshop.cmake> -DINPUT=<case> -DOUTPUT=<file> -DSTAGE=<stage dir name>
+#         [-DEXERCISE=<the one exercise to stub>]
 #         -DEXPECTED=<file>                  the output must equal this file, byte for byte
 #      or -DERROR_LINE=<n> -DERROR=<text>    it must fail, naming INPUT:<n> and saying <text>,
 #                                            and write no output
@@ -12,8 +13,12 @@
 # failed for another reason, or printed the message and carried on, does not pass.
 
 file(REMOVE "${OUTPUT}")
+set(only "")
+if(DEFINED EXERCISE)
+  set(only "-DEXERCISE=${EXERCISE}")
+endif()
 execute_process(
-  COMMAND ${CMAKE_COMMAND} -DINPUT=${INPUT} -DOUTPUT=${OUTPUT} -DSTAGE=${STAGE} -P ${WORKSHOP}
+  COMMAND ${CMAKE_COMMAND} -DINPUT=${INPUT} -DOUTPUT=${OUTPUT} -DSTAGE=${STAGE} ${only} -P ${WORKSHOP}
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 
 if(DEFINED EXPECTED)

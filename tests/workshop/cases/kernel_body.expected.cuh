@@ -8,7 +8,7 @@ __global__ void scale_kernel(float* out, const float* in, float a, int n) {
     // EXERCISE BEGIN stage00.scale TESTS Kernels\.Scale|Model\..*
     // Write exercise stage00.scale here, in place of the placeholder below.
     // What to write, and hints: docs/00_fp32_baseline.md#exercise
-    // Test it: cmake --build --preset stage00-workshop && ctest --preset stage00-workshop -L stage00.scale
+    // Test it: tests/workshop_check.sh stage00.scale
     EXERCISE_NOT_WRITTEN("stage00.scale");
     // EXERCISE END
 }

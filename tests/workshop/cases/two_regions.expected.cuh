@@ -6,7 +6,7 @@ __device__ float square(float x) {
     // EXERCISE BEGIN stage00.square TESTS Math\.Square
     // Write exercise stage00.square here, in place of the placeholder below.
     // What to write, and hints: docs/00_fp32_baseline.md#exercise
-    // Test it: cmake --build --preset stage00-workshop && ctest --preset stage00-workshop -L stage00.square
+    // Test it: tests/workshop_check.sh stage00.square
     EXERCISE_NOT_WRITTEN("stage00.square");
     // EXERCISE END
 }
@@ -17,7 +17,7 @@ __global__ void relu_kernel(float* out, const float* in, int n) {
         // EXERCISE BEGIN stage00.relu TESTS Kernels\.Relu.*
         // Write exercise stage00.relu here, in place of the placeholder below.
         // What to write, and hints: docs/00_fp32_baseline.md#exercise
-        // Test it: cmake --build --preset stage00-workshop && ctest --preset stage00-workshop -L stage00.relu
+        // Test it: tests/workshop_check.sh stage00.relu
         (void)out;
         EXERCISE_NOT_WRITTEN("stage00.relu");
         // EXERCISE END
