@@ -86,7 +86,14 @@ TEST(Generation, CachedForwardGivesTheLogitsOfTheFullForward) {
         const std::vector<float> row = model.logits_at(0, 0);
         actual.insert(actual.end(), row.begin(), row.end());
     }
-    EXPECT_TRUE(gpt::test::all_close("logits, cached vs full forward", actual, expected, gpt::test::kFp32));
+    // A whole-model comparison, judged as the GPU stages' Model.CachedGenerationMatchesTheFullForward
+    // is: by the relative L2 error of all the logits against the whole-model bound (tolerance.h).
+    // kFp32's element-wise bound is one op's (a single reduction): through every layer of a
+    // model whose weights are 6 times GPT-2's, a few of the 6,923 logits land past it (18 seeds
+    // of 200, relative L2 error at most 3.7e-6), while a wrong cache position or a missing key
+    // moves them by percents.
+    EXPECT_TRUE(gpt::test::rel_l2_close("logits, cached vs full forward", actual, expected,
+                                        gpt::test::kModelRelL2Fp32));
 }
 
 TEST(Generation, SamplesAreTheSameWithAndWithoutTheCache) {
