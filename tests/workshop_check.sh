@@ -17,7 +17,7 @@ Runs the tests of each workshop exercise, by its CTest label, and prints one lin
   stage01.tf32_compute_type      SKIPPED      no GPU (1 test)
   stage02.mixed_precision_adamw  BUILD FAILED mixed_adamw.cuh(25): error: ...; log: ...
   stage03.online_softmax         FAIL         8 of 8 tests fail (Kernels.AttentionForward, ...): not written yet
-  stage04.fused_classifier       NOT BUILT    preset not configured: cmake --preset stage04-workshop
+  stage04.fused_classifier       NOT BUILT    not configured: run cmake --preset stage04-workshop first (or add --configure)
   stage05.mask_padded_columns    PASS         4 tests
 
 then a total. The exercises are the `// EXERCISE BEGIN` markers in stages/. Name some to check
@@ -45,8 +45,8 @@ options:
   -h, --help     this text
 
 Logs: build/workshop_check/<preset>.build.log and <exercise>.log (CTest's output).
-Exit status: 0 when no exercise failed or failed to build (with --solutions: when every one
-passed); 1 otherwise; 2 on bad usage.
+Exit status: 0 when no exercise failed, failed to build or was not built (with --solutions: when
+every one passed); 1 otherwise; 2 on bad usage.
 EOF
 }
 
@@ -141,7 +141,7 @@ configure_preset() {
     : >"$log"
     [[ -f "$dir/CMakeCache.txt" ]] && return
     if [[ "$MODE" != configure ]]; then
-        NOTE="NOT BUILT|preset not configured: cmake --preset $preset"
+        NOTE="NOT BUILT|not configured: run cmake --preset $preset first (or add --configure)"
         return
     fi
     args=(--preset "$preset")
@@ -218,9 +218,12 @@ line() { printf "%-${WIDTH}s  %-12s %s\n" "$1" "$2" "$3"; }
 
 echo "Workshop check ($( ((SOLUTIONS)) && echo "solutions" || echo "exercises")) of $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')" \
     "on ${HOSTNAME:-?}, $(date '+%Y-%m-%d %H:%M'), GPU: ${GPU:-none}${REQUIRE_GPU:+, REQUIRE_GPU=$REQUIRE_GPU}"
-if ! compgen -G "$REPO/data/brown/*_train_*.bin" >/dev/null; then
+# (Not before the preset is configured: its line says that first.)
+FIRST=$(preset_of "${SELECTED[0]%%.*}")
+if ! compgen -G "$REPO/data/brown/*_train_*.bin" >/dev/null &&
+    [[ -f "$REPO/build/$FIRST/CMakeCache.txt" || "$MODE" == configure ]]; then
     echo "  note: no default corpus in data/: the tests that train on it (Model.FullSizeCurveMatchesPyTorch) will fail;"
-    echo "        make it once per checkout: cmake --build --preset $(preset_of "${SELECTED[0]%%.*}") --target data"
+    echo "        make it once per checkout: cmake --build --preset $FIRST --target data"
 fi
 
 declare -A COUNT=()
@@ -250,10 +253,11 @@ for item in "${SELECTED[@]}"; do
     fi
     line "$name" "$STATUS" "$DETAIL"
     COUNT[$STATUS]=$((${COUNT[$STATUS]:-0} + 1))
-    # A failure: an exercise that fails or does not build; with --solutions, anything but PASS.
+    # A failure: an exercise that fails, does not build or was not built (nothing was checked);
+    # with --solutions, anything but PASS.
     case "$STATUS" in
         PASS) ;;
-        FAIL | "BUILD FAILED") FAILED=$((FAILED + 1)) ;;
+        FAIL | "BUILD FAILED" | "NOT BUILT") FAILED=$((FAILED + 1)) ;;
         *) ((SOLUTIONS)) && FAILED=$((FAILED + 1)) ;;
     esac
     if [[ "$STATUS" == FAIL ]]; then

@@ -3,6 +3,29 @@
 # Architectures: the local GPU's when one is visible, otherwise Ampere and Hopper; each stage is
 # then built for those of them it runs on (gpt_stage_cuda_architectures below).
 set(GPT_CUDA_OLDEST_ARCH 75)  # the oldest GPUs CUDA 13 builds for (Turing: T4, RTX 20xx)
+
+# Sets <out> to a note for a machine where no NVIDIA GPU is visible (<nvidia_smi> is the program's
+# path, empty where there is none; it lists no GPU), else to "". Not an error: CI builds the GPU
+# presets without a GPU, and so may anyone who builds for another machine.
+function(gpt_no_gpu_note nvidia_smi out)
+  set(_why "nvidia-smi not found")
+  if(nvidia_smi)
+    execute_process(COMMAND ${nvidia_smi} -L OUTPUT_VARIABLE _list RESULT_VARIABLE _rc ERROR_QUIET TIMEOUT 60)
+    if(_rc EQUAL 0 AND _list MATCHES "(^|\n)GPU [0-9]+:")
+      set(${out} "" PARENT_SCOPE)
+      return()
+    endif()
+    set(_why "nvidia-smi -L lists no GPU")
+  endif()
+  string(CONCAT _note "No NVIDIA GPU is visible on this machine (${_why}). The build works, but "
+         "the trainers and GPU tests it builds need a GPU: here a trainer stops with 'no CUDA device "
+         "found' and the GPU tests report skipped. To train on this machine's CPU: cmake --preset cpu && ./train")
+  set(${out} "${_note}" PARENT_SCOPE)
+endfunction()
+if(CMAKE_SCRIPT_MODE_FILE)  # tests/cpu/no_gpu_note.cmake includes this file for the function above
+  return()
+endif()
+
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(_arch "80;90")
   unset(GPT_LOCAL_GPU CACHE)  # found again below, or not at all
@@ -29,6 +52,12 @@ if(GPT_LOCAL_GPU)
   message(STATUS "CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES} (this machine's GPU: ${GPT_LOCAL_GPU})")
 else()
   message(STATUS "CUDA architectures: ${CMAKE_CUDA_ARCHITECTURES}")
+  # No GPU visible: said now, not by ./train after minutes of building.
+  find_program(_nvidia_smi nvidia-smi)
+  gpt_no_gpu_note("${_nvidia_smi}" _note)
+  if(_note)
+    message(WARNING "${_note}")
+  endif()
 endif()
 
 # The compute capability stage <dir> needs, as 75 or 80: kMinComputeCapability in its stage.cuh,

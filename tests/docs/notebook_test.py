@@ -11,7 +11,8 @@
 The run needs nbclient, nbformat, ipykernel and matplotlib (Debian: python3-nbclient
 python3-ipykernel python3-matplotlib). Without them it reports skipped (exit 77), unless
 REQUIRE_NOTEBOOK=1, when it fails. It checks that every cell ran without an error, that the
-plot is an image, that text was generated, that each GPU cell printed only its skip line, that
+plot is an image, that text was generated, that the profile cell printed its table (--profile
+runs on the CPU trainer too), that each GPU cell printed only its skip line, that
 the first cells stop with one line when there is no checkout and no REPO_URL, and that the
 repository is as it was (git status).
 """
@@ -198,8 +199,8 @@ def run(root, path, preset, out):
         fail(failure)
 
     # What the cells showed.
-    if not tagged(nb, "gpu") or not tagged(nb, "generate"):
-        fail("the notebook has no cell tagged 'gpu' or none tagged 'generate'")
+    if not tagged(nb, "gpu") or not tagged(nb, "generate") or not tagged(nb, "profile"):
+        fail("the notebook has no cell tagged 'gpu', 'generate' or 'profile'")
     for index, cell in tagged(nb, "gpu"):
         shown = text_of(cell)
         if shown != f"skipped: needs a GPU (PRESET is {preset})\n":
@@ -211,6 +212,10 @@ def run(root, path, preset, out):
         shown = text_of(cell)
         if "The jury said that" not in shown or "generated " not in shown:
             fail(f"the generate cell {index} printed no generated text:\n{shown}")
+    for index, cell in tagged(nb, "profile"):
+        shown = text_of(cell)
+        if "timed op by op" not in shown or "sum of the ops" not in shown:
+            fail(f"the profile cell {index} printed no profile table:\n{shown}")
     log = os.path.join(out, "run", "run.jsonl")
     with open(log) as f:
         records = [json.loads(line) for line in f]
@@ -229,7 +234,7 @@ def run(root, path, preset, out):
         fail("the run left files in the repository (git status):\n" + "\n".join(sorted(after - before)))
     if not default_out_existed and os.path.exists(default_out):
         fail(f"the run wrote {default_out}, not only the folder GPT_NOTEBOOK_OUT named")
-    print(f"ok: every cell ran ({STEPS} steps of the tiny model on {preset}); plot, text and GPU skip lines shown")
+    print(f"ok: every cell ran ({STEPS} steps of the tiny model on {preset}); plot, text, profile and GPU skip lines shown")
 
 
 if __name__ == "__main__":
