@@ -150,4 +150,16 @@ bool CorpusReader::next_json_line(Piece& piece) {
     }
 }
 
+bool starts_like_json_lines(const std::string& path) {
+    std::ifstream in = open_regular_file(path, "input");
+    std::string head(4096, '\0');  // enough for the white space before a first line
+    in.read(&head[0], static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    size_t at = head.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+    at = head.find_first_not_of(" \t\r\n", at);
+    if (at == std::string::npos || head[at] != '{') return false;
+    at = head.find_first_not_of(" \t", at + 1);
+    return at != std::string::npos && head[at] == '"';
+}
+
 }  // namespace gpt

@@ -63,4 +63,10 @@ class CorpusReader {
     int64_t documents_ = 0, bytes_read_ = 0;
 };
 
+// Whether a file starts like JSON Lines: after a UTF-8 byte order mark and white space, a JSON
+// object that opens with a key on the first line ({"...). A pretty-printed JSON file or a text
+// that opens with a brace does not. gpt_prepare reads a file not named .jsonl as one text
+// document, and uses this to suggest --format jsonl.
+bool starts_like_json_lines(const std::string& path);
+
 }  // namespace gpt

@@ -36,6 +36,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/format.h"
+#include "util/signals.h"
 
 namespace fs = std::filesystem;
 using gpt::with_commas;
@@ -80,6 +81,7 @@ struct Options {
     std::string format = "auto";
     std::string text_field = "text";
     int threads = 0;  // 0: all cores
+    bool add_to_folder = false;
     std::vector<std::string> text_files;
     bool help = false;
 };
@@ -124,7 +126,12 @@ std::vector<gpt::cli::Option> option_table(Options& o) {
              o.text_field, [](const std::string& v) {
                  if (v.empty()) throw gpt::Error("option --text-field: the name is empty");
              }),
-        whole("--threads", "N", "threads that encode (0: all cores, at most 16)", o.threads, 0, 1024),
+        whole("--threads", "N", "threads that encode (0: all cores, at most 16; never more than the cores)",
+              o.threads, 0, 1024),
+        flag("--add-to-folder",
+             "write the shards of NAME into a --out folder that holds the shards of another NAME (refused without "
+             "it: a run on the folder reads every data set in it as one)",
+             o.add_to_folder),
         text("--text-out", "FILE",
              "also write the plain text of all documents, separated by a blank line", o.text_out),
     };
@@ -141,7 +148,9 @@ std::string usage() {
            "DIR/NAME_val_000000.bin, the rest to DIR/NAME_train_000000.bin (more shards, numbered\n"
            "000001 ..., past --shard-tokens). No shard holds fewer than --min-shard-tokens, so that\n"
            "the trainer can read every one. Earlier shards of the same NAME in DIR that this run\n"
-           "does not rewrite are removed. FILE - reads standard input.\n"
+           "does not rewrite are removed; shards of another NAME make it stop (see --add-to-folder).\n"
+           "A run that fails or is stopped leaves DIR as it was, and no DIR if it created it.\n"
+           "FILE - reads standard input.\n"
            "\n"
            "options (default in brackets):\n" +
            gpt::cli::describe(option_table(shown)) +
@@ -184,9 +193,16 @@ std::string shard_path(const Options& o, const std::string& split, int index) {
     return (fs::path(o.out_dir) / (o.name + "_" + split + "_" + number + ".bin")).string();
 }
 
-// Progress on a terminal is one line rewritten in place (class Progress): a message clears it.
+// Progress on a terminal is one line rewritten in place, with no newline (class Progress): a
+// message clears it first, and an error ends it, so that every message starts a line of its own.
+bool g_progress_line_open = false;
 void clear_progress_line() {
-    if (::isatty(::fileno(stdout))) std::printf("\r\033[K");
+    if (g_progress_line_open) std::printf("\r\033[K");
+    g_progress_line_open = false;
+}
+void end_progress_line() {
+    if (g_progress_line_open) std::printf("\n");
+    g_progress_line_open = false;
 }
 
 // The tokens of one split, written as shards as they fill, cut as gpt::shard_sizes cuts them:
@@ -353,6 +369,7 @@ class Progress {
                     plural(documents, "document").c_str(), with_commas(tokens).c_str(),
                     seconds > 0 ? tokens / seconds / 1e6 : 0.0, plural(int64_t(shards), "shard").c_str(),
                     terminal_ && !last ? "\033[K" : "\n");
+        g_progress_line_open = terminal_ && !last;
         std::fflush(stdout);
     }
     double seconds() const { return std::chrono::duration<double>(clock::now() - started_).count(); }
@@ -418,25 +435,52 @@ void remove_stale_shards(const Options& o, const std::vector<std::string>& writt
     }
 }
 
+// A folder is one data set: a run reads every NAME_train_*.bin of its --data folder as one, so
+// shards of NAME written beside another name's would mix the two without a word. Refused before
+// any work, unless --add-to-folder asks for the mix.
+void check_one_data_set(const Options& o) {
+    if (o.add_to_folder || !fs::is_directory(o.out_dir)) return;
+    std::string others;
+    for (const auto& [name, shards] : gpt::data_sets_in(o.out_dir))
+        if (name != o.name) others += (others.empty() ? "" : ", ") + name;
+    if (!others.empty())
+        throw gpt::Error("--out " + o.out_dir + " holds the shards of another data set (" + others +
+                         "), which a run on that folder would read together with " + o.name +
+                         ": give another --out, or --add-to-folder to mix them");
+}
+
+// The --out folder, and any missing folder above it, made for this run: a run that fails or is
+// stopped removes them again, so that it leaves nothing behind. A folder that was there stays, and
+// so does one that is not empty (fs::remove removes only an empty folder).
+class MadeFolders {
+  public:
+    explicit MadeFolders(const std::string& dir) {
+        for (fs::path p = fs::absolute(dir); !fs::exists(p); p = p.parent_path()) made_.push_back(p);  // deepest first
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        if (ec) throw gpt::Error("--out " + dir + ": cannot create the directory (" + ec.message() + ")");
+    }
+    ~MadeFolders() {
+        std::error_code ec;
+        if (!kept_)
+            for (const fs::path& p : made_) fs::remove(p, ec);
+    }
+    MadeFolders(const MadeFolders&) = delete;
+    MadeFolders& operator=(const MadeFolders&) = delete;
+    void keep() { kept_ = true; }
+
+  private:
+    std::vector<fs::path> made_;
+    bool kept_ = false;
+};
+
 // Ctrl-C (SIGINT) or SIGTERM while preparing: the run stops at the next batch and removes the
 // shards it wrote, as a failure does, rather than leave half a data set that would train.
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 class StopSignals {
   public:
-    StopSignals() {
-        struct sigaction action = {};
-        action.sa_handler = on_stop_signal;
-        sigemptyset(&action.sa_mask);
-        sigaction(SIGINT, &action, &old_int_);
-        sigaction(SIGTERM, &action, &old_term_);
-    }
-    ~StopSignals() {
-        sigaction(SIGINT, &old_int_, nullptr);
-        sigaction(SIGTERM, &old_term_, nullptr);
-    }
-    StopSignals(const StopSignals&) = delete;
-    StopSignals& operator=(const StopSignals&) = delete;
+    StopSignals() : catcher_(on_stop_signal) {}
     static void check() {
         if (g_stop_signal)
             throw gpt::Error(std::string("interrupted (") + (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") +
@@ -444,7 +488,7 @@ class StopSignals {
     }
 
   private:
-    struct sigaction old_int_ = {}, old_term_ = {};
+    gpt::CatchStopSignals catcher_;
 };
 
 gpt::CorpusInput::Kind inputs_of_kind(const Options& o, const std::string& path) {
@@ -468,15 +512,31 @@ int run(const Options& o) {
     // Check every input and output before the slow part, so that a typo fails at once.
     gpt::CorpusReader reader(inputs_of(o), o.text_field, kPieceBytes);
     if (!o.text_out.empty()) gpt::require_writable_path(o.text_out, "--text-out");
+    check_one_data_set(o);
+    // A JSON Lines file not named .jsonl would become one document of raw JSON: worth a hint,
+    // unless --format text said that this is what is wanted.
+    for (const std::string& path : o.text_files) {
+        if (o.format != "auto" || path == "-" || inputs_of_kind(o, path) != gpt::CorpusInput::kText) continue;
+        if (!gpt::starts_like_json_lines(path)) continue;
+        std::printf("hint: %s starts like JSON Lines ({\"...) but is read as one text document; if it holds one "
+                    "JSON object per line, give --format jsonl\n", path.c_str());
+        break;  // one hint is enough: --format applies to every FILE
+    }
     const gpt::Tokenizer tokenizer = gpt::Tokenizer::load(o.tokenizer_dir);
     // Each thread holds its own tokenizer (about 6 MB) and pieces: beyond 16 the input is what
-    // takes the time.
-    const int threads = o.threads > 0 ? o.threads : std::clamp(int(std::thread::hardware_concurrency()), 1, 16);
+    // takes the time. More threads than cores only take turns on the same cores, with more
+    // memory: capped with a note rather than warned of, because the shards are the same
+    // whatever the count, and the capped run is the faster one.
+    const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+    int threads = o.threads > 0 ? o.threads : std::min(cores, 16);
+    if (threads > cores) {
+        std::printf("note: --threads %d is more than the %d cores of this machine: using %d\n", threads, cores, cores);
+        threads = cores;
+    }
     std::printf("tokenizer: %s (%d tokens), %s\n", o.tokenizer_dir.c_str(), tokenizer.vocab_size(),
                 plural(threads, "thread").c_str());
-    std::error_code ec;
-    fs::create_directories(o.out_dir, ec);
-    if (ec) throw gpt::Error("--out " + o.out_dir + ": cannot create the directory (" + ec.message() + ")");
+    const StopSignals stop_signals;  // from here on, a Ctrl-C cleans up before the program ends
+    MadeFolders out_folder(o.out_dir);
 
     // The plain text goes to FILE.tmp while we encode and replaces FILE when everything is
     // done; FILE.tmp is removed if anything fails before that.
@@ -509,7 +569,6 @@ int run(const Options& o) {
         check_val_split(o, 0, val.tokens());
     };
 
-    const StopSignals stop_signals;
     try {
         ParallelEncoder encoder(tokenizer, threads);
         Progress progress;
@@ -600,6 +659,7 @@ int run(const Options& o) {
         val.publish();
         train.publish();
         remove_stale_shards(o, all_written());
+        out_folder.keep();
 
         if (text_out) {
             text_out->write("\n");
@@ -633,11 +693,8 @@ int main(int argc, char** argv) {
             return 0;
         }
         return run(options);
-    } catch (const gpt::Error& e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "error: %s\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
+    } catch (const std::exception& e) {  // gpt::Error, and any other
+        end_progress_line();
         std::fflush(stdout);
         std::fprintf(stderr, "error: %s\n", e.what());
         return 1;

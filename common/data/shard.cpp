@@ -7,12 +7,14 @@
 #include "data/shard.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 
 #include "util/error.h"
 #include "util/file.h"
+#include "util/format.h"
 
 namespace fs = std::filesystem;
 
@@ -134,28 +136,72 @@ std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_
     return sizes;
 }
 
-std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
-    require_directory(dir, "data directory");
-    std::error_code ec;
+namespace {
 
-    // The llm.c naming: NAME_train_000000.bin, NAME_val_000000.bin, ...
+// The entries of DIR named like shards of SPLIT, by data set: NAME_split_*.bin (llm.c's naming,
+// NAME_split_NNNNNN.bin) under NAME, the part before the last "_split_". Each list is sorted.
+std::map<std::string, std::vector<std::string>> shards_by_name(const std::string& dir, const std::string& split) {
+    require_directory(dir, "data directory");
     const std::string infix = "_" + split + "_";
     const std::string suffix = ".bin";
-    std::vector<std::string> found;
+    std::map<std::string, std::vector<std::string>> found;
+    std::error_code ec;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
         const std::string name = entry.path().filename().string();
         if (name.size() < infix.size() + suffix.size()) continue;
         if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
-        if (name.find(infix) == std::string::npos) continue;
-        // Named like a shard but a folder, a FIFO or a broken link: say so now rather than
-        // train on the other shards without it.
-        require_regular_file(entry.path().string(), "shard");
-        found.push_back(entry.path().string());
+        const size_t at = name.rfind(infix);
+        if (at == std::string::npos) continue;
+        found[name.substr(0, at)].push_back(entry.path().string());
     }
     if (ec) throw Error("data directory " + dir + ": cannot list it (" + ec.message() + ")");
-    if (found.empty()) throw Error("no *" + infix + "*.bin shards in " + dir);
+    for (auto& [name, paths] : found) std::sort(paths.begin(), paths.end());
+    return found;
+}
+
+std::string count_of(size_t n, const std::string& noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
+// A run reads the shards of every data set in its folder as one: perhaps wanted (a corpus made in
+// parts with gpt_prepare --add-to-folder), perhaps not (shards copied into the wrong folder). One
+// line says which sets there are and what each brings, so that a mix is never silent.
+void warn_of_several_data_sets(const std::string& dir) {
+    const std::map<std::string, DataSetShards> sets = data_sets_in(dir);
+    if (sets.size() < 2) return;
+    std::string each;
+    for (const auto& [name, shards] : sets) {
+        int64_t tokens = 0;
+        for (const std::string& path : shards.train) tokens += shard_token_count(path);
+        each += (each.empty() ? "" : ", ") + name + " (" + count_of(shards.train.size(), "training shard") + ", " +
+                with_commas(tokens) + " tokens; " + count_of(shards.val.size(), "validation shard") + ")";
+    }
+    std::printf("warning: data directory %s holds the shards of %zu data sets, which this run reads as one: %s; "
+                "give each its own folder unless the mix is wanted\n",
+                dir.c_str(), sets.size(), each.c_str());
+}
+
+}  // namespace
+
+std::map<std::string, DataSetShards> data_sets_in(const std::string& dir) {
+    std::map<std::string, DataSetShards> sets;
+    for (auto& [name, paths] : shards_by_name(dir, "train")) sets[name].train = std::move(paths);
+    for (auto& [name, paths] : shards_by_name(dir, "val")) sets[name].val = std::move(paths);
+    return sets;
+}
+
+std::vector<std::string> find_shards(const std::string& dir, const std::string& split) {
+    std::vector<std::string> found;
+    for (const auto& [name, paths] : shards_by_name(dir, split)) {
+        for (const std::string& path : paths) {
+            // Named like a shard but a folder, a FIFO or a broken link: say so now rather than
+            // train on the other shards without it.
+            require_regular_file(path, "shard");
+            found.push_back(path);
+        }
+    }
+    if (found.empty()) throw Error("no *_" + split + "_*.bin shards in " + dir);
     // Lexicographic order is the contract: numbered shards are read 000000, 000001, ...
     std::sort(found.begin(), found.end());
+    if (split == "train") warn_of_several_data_sets(dir);  // the trainer lists these first, and always
     return found;
 }
 

@@ -1,6 +1,7 @@
 // Token shards in the llm.c format (docs/formats.md): 256 int32 header, then uint16 tokens.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,15 @@ void write_shard(const std::string& path, const uint16_t* tokens, size_t count);
 std::vector<int64_t> shard_sizes(int64_t total, int64_t max_tokens, int64_t min_tokens);
 
 // Sorted list of DIR/*_{split}_*.bin ("train" or "val"); throws if DIR is missing or holds none.
+// A run reads every one of them, whatever their NAME: find_shards(dir, "train"), which a trainer
+// calls first, prints one warning line when DIR holds the shards of more than one data set.
 std::vector<std::string> find_shards(const std::string& dir, const std::string& split);
+
+// The data sets of a folder, by the NAME of their shards NAME_train_*.bin and NAME_val_*.bin
+// (gpt_prepare's --name): each one's shard files, sorted. Throws if DIR is not a directory.
+struct DataSetShards {
+    std::vector<std::string> train, val;
+};
+std::map<std::string, DataSetShards> data_sets_in(const std::string& dir);
 
 }  // namespace gpt

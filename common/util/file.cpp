@@ -192,19 +192,7 @@ void ReplacingFile::commit() {
     }
 }
 
-InterruptibleFile::Handlers::Handlers() {
-    g_interrupted = 0;
-    struct sigaction sa = {};
-    sa.sa_handler = on_signal_during_save;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-}
-
-InterruptibleFile::Handlers::~Handlers() {
-    sigaction(SIGINT, &old_int, nullptr);
-    sigaction(SIGTERM, &old_term, nullptr);
-}
+InterruptibleFile::Handlers::Handlers() : catcher((g_interrupted = 0, on_signal_during_save)) {}
 
 InterruptibleFile::InterruptibleFile(const std::string& path, const std::string& what,
                                      std::function<void()> after_chunk)

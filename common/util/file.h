@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "util/error.h"
+#include "util/signals.h"
 
 namespace gpt {
 
@@ -98,10 +99,7 @@ class InterruptibleFile {
     // previous handlers back too.
     struct Handlers {
         Handlers();
-        ~Handlers();
-        Handlers(const Handlers&) = delete;
-        Handlers& operator=(const Handlers&) = delete;
-        struct sigaction old_int = {}, old_term = {};
+        CatchStopSignals catcher;
     };
     Handlers handlers_;
     ReplacingFile file_;

@@ -208,6 +208,18 @@ TEST(Corpus, BadJsonLinesNameTheFileAndLine) {
     EXPECT_EQ(plain.rfind(dir + "e.jsonl:1: malformed JSON", 0), 0u) << plain;
 }
 
+// gpt_prepare reads a JSON Lines file named .txt as one text document of raw JSON; this test is
+// what makes it suggest --format jsonl, and only for files that open like JSON Lines.
+TEST(Corpus, JsonLinesAreRecognizedByTheirStart) {
+    EXPECT_TRUE(starts_like_json_lines(scratch("j1.txt", "{\"text\": \"one\"}\n{\"text\": \"two\"}\n")));
+    EXPECT_TRUE(starts_like_json_lines(scratch("j2.txt", "\xEF\xBB\xBF \r\n\t{ \"id\": 3, \"text\": \"x\"}\n")));
+    EXPECT_FALSE(starts_like_json_lines(scratch("j3.txt", "{\n  \"text\": \"pretty-printed JSON\"\n}\n")));
+    EXPECT_FALSE(starts_like_json_lines(scratch("j4.txt", "{braces} open this text\n")));
+    EXPECT_FALSE(starts_like_json_lines(scratch("j5.txt", "Plain text, {\"text\": \"later\"}\n")));
+    EXPECT_FALSE(starts_like_json_lines(scratch("j6.txt", "")));
+    EXPECT_FALSE(starts_like_json_lines(scratch("j7.txt", "   \n{")));
+}
+
 TEST(Corpus, MissingInputFailsBeforeReading) {
     try {
         CorpusReader reader({{CorpusInput::kText, env("GPT_TEST_OUT") + "/test_corpus/missing.txt"}}, "text");

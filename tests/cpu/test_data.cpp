@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 #include <set>
@@ -275,6 +276,53 @@ TEST(FindShards, EntryNamedLikeAShardMustBeAFile) {
     expect_error([&] { find_shards(dir.string(), "train"); }, folder, {"is a FIFO"});
     expect_error([&] { read_shard(folder); }, folder, {"is a FIFO"});  // returns: never opened
     expect_error([&] { find_shards("/dev/null", "train"); }, "/dev/null", {"not a directory"});
+}
+
+// Two data sets in one folder (a second gpt_prepare into the same --out, say) are read by a run
+// as one: listing the training shards says so in one line, with what each set brings; listing
+// the validation shards, which a trainer does second, does not say it again.
+TEST(FindShards, SeveralDataSetsInOneFolderAreNamed) {
+    const fs::path dir = scratch_dir();
+    write_tokens(dir, "mytext_train_000000.bin", {1, 2, 3});
+    write_tokens(dir, "mytext_train_000001.bin", {4, 5});
+    write_tokens(dir, "mytext_val_000000.bin", {6});
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(find_shards(dir.string(), "train").size(), 2u);
+    EXPECT_EQ(testing::internal::GetCapturedStdout(), "");  // one data set: nothing to say
+
+    write_tokens(dir, "more_train_000000.bin", {7, 8, 9, 10, 11, 12, 13});
+    write_tokens(dir, "only_val_val_000000.bin", {14});
+    testing::internal::CaptureStdout();
+    const std::vector<std::string> train = find_shards(dir.string(), "train");
+    const std::string said = testing::internal::GetCapturedStdout();
+    EXPECT_EQ(train.size(), 3u);
+    EXPECT_EQ(said, "warning: data directory " + dir.string() +
+                        " holds the shards of 3 data sets, which this run reads as one: more (1 training shard, 7 "
+                        "tokens; 0 validation shards), mytext (2 training shards, 5 tokens; 1 validation shard), "
+                        "only_val (0 training shards, 0 tokens; 1 validation shard); give each its own folder "
+                        "unless the mix is wanted\n");
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(find_shards(dir.string(), "val").size(), 2u);
+    EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+}
+
+// The data sets of a folder by NAME, as gpt_prepare checks its --out: the name is what comes
+// before the last _train_ or _val_, so that a NAME holding one is still one data set.
+TEST(FindShards, DataSetsAreListedByName) {
+    const fs::path dir = scratch_dir();
+    for (const char* name : {"a_train_000001.bin", "a_train_000000.bin", "a_val_000000.bin", "b_val_000000.bin",
+                             "x_train_y_train_000000.bin", "a_train_000002.bin.partial", "notes.txt"})
+        write_tokens(dir, name, {1});
+    const std::map<std::string, DataSetShards> sets = data_sets_in(dir.string());
+    ASSERT_EQ(sets.size(), 3u);
+    EXPECT_EQ(sets.at("a").train,
+              (std::vector<std::string>{(dir / "a_train_000000.bin").string(), (dir / "a_train_000001.bin").string()}));
+    EXPECT_EQ(sets.at("a").val, (std::vector<std::string>{(dir / "a_val_000000.bin").string()}));
+    EXPECT_TRUE(sets.at("b").train.empty());
+    EXPECT_EQ(sets.at("b").val.size(), 1u);
+    EXPECT_EQ(sets.at("x_train_y").train.size(), 1u);
+    const std::string missing = (dir / "none").string();
+    expect_error([&] { data_sets_in(missing); }, missing, {"does not exist"});
 }
 
 TEST(FindShards, MissingOrEmptyDirectoryIsNamed) {
