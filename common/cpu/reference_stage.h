@@ -5,6 +5,7 @@
 //   CpuAdamW      the optimizer: fp32 weights and moments, norm, clip and AdamW in one step()
 //   CpuReference  the policy: every op calls the plain C++ function of cpu/ops.h
 #pragma once
+#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -54,6 +55,12 @@ struct CpuBackend {
     template <class Options>
     static void configure(const Options& options) {
         if (options.threads > 0) omp_set_num_threads(options.threads);
+        // Allowed (a test may want more threads than cores), but never faster: say so.
+        const int cores = omp_get_num_procs();
+        if (options.threads > cores)
+            std::printf("warning: --threads %d is more than the %d core%s this process may use: the threads take "
+                        "turns, and the run is slower than with --threads %d\n",
+                        options.threads, cores, cores == 1 ? "" : "s", cores);
     }
     static std::string device_description() {
         const int threads = omp_get_max_threads();

@@ -45,6 +45,7 @@ DataLoader::DataLoader(std::vector<std::string> shard_paths, int B, int T, int r
         }
         usable.push_back(path);
         total_tokens_ += count;
+        batches_per_pass_ += (count - 1) / step_tokens;  // the windows of next(), below
     }
     const std::string batch_needs = "fewer than one batch needs (B*T*world+1 = " + std::to_string(B) + "*" +
                                     std::to_string(T) + "*" + std::to_string(world) + "+1 = " +

@@ -30,6 +30,8 @@ class DataLoader {
     Position position() const { return {static_cast<int64_t>(shard_), pos_}; }
     void seek(const Position& p);
     int64_t total_tokens() const { return total_tokens_; }  // of the shards it reads
+    // next() calls in one pass over the data, before it starts again from the first window.
+    int64_t batches_per_pass() const { return batches_per_pass_; }
     // How often next() went back to the first window after the last: passes completed since
     // the loader was made.
     int64_t passes() const { return passes_; }
@@ -44,6 +46,7 @@ class DataLoader {
     size_t shard_ = 0;
     int64_t pos_ = 0;
     int64_t total_tokens_ = 0;
+    int64_t batches_per_pass_ = 0;
     int64_t passes_ = 0;
     std::vector<uint16_t> tokens_;  // the current shard
 };

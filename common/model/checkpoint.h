@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -11,7 +12,7 @@
 namespace gpt {
 
 constexpr int kCheckpointMagic = 20261122;
-constexpr int kCheckpointVersion = 2;
+constexpr int kCheckpointVersion = 3;  // 2 is still read: it carries no options (RunState::options)
 
 // Everything besides the weights that decides what the next step computes: the settings that
 // shape the run, where the data loader stands, and the sampling generator's state. Saved by the
@@ -26,6 +27,9 @@ struct RunState {
     int64_t data_tokens = 0;            // train tokens in the data set, to recognise it again
     int64_t data_shard = 0, data_pos = 0;  // the loader's next window
     uint64_t sample_rng[4] = {};        // the sampling generator's state
+    // The trainer's options that make the run what it is, as ("--steps", "40") pairs, so that
+    // --resume alone continues it (train/options.h: carried_options). Empty in version 2.
+    std::vector<std::pair<std::string, std::string>> options;
 };
 
 struct Checkpoint {
@@ -44,6 +48,13 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Verifies every rule of the format (magic, version, config, reserved words, size, checksum of
 // header and payload, finite values); throws gpt::Error naming the file and the rule broken.
 Checkpoint load_checkpoint(const std::string& path);
+
+// The header and run state only, without reading the weights (a run's options before the run is
+// set up); the whole file is checked when load_checkpoint() reads it.
+Checkpoint load_checkpoint_header(const std::string& path);
+
+// The size of the file save_checkpoint() writes (the free-space check before a run).
+uint64_t checkpoint_file_bytes(const GPTConfig& config, bool optimizer_state, const RunState& run);
 
 // For tests: called after each chunk a save writes (a test raises SIGINT there).
 std::function<void()>& checkpoint_save_progress_hook();

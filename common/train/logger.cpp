@@ -8,14 +8,58 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "util/error.h"
+#include "util/file.h"
 #include "util/json.h"
 
 namespace gpt {
 
-Logger::Logger(const std::string& path) : path_(path) {
+namespace {
+
+// The 0-based step a log line is about ("step": N), or -1 for a line about none.
+long long step_of_line(const std::string& line) {
+    const std::string key = "\"step\": ";
+    const size_t at = line.find(key);
+    if (at == std::string::npos) return -1;
+    const char* p = line.c_str() + at + key.size();
+    if (*p < '0' || *p > '9') return -1;  // null: not about a step
+    return std::strtoll(p, nullptr, 10);
+}
+
+}  // namespace
+
+Logger::Logger(const std::string& path, int steps_taken) : path_(path) {
     if (path.empty()) return;
+    if (steps_taken < 0) {
+        open(O_TRUNC);
+        return;
+    }
+    std::string kept;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(path, ec)) {
+        std::istringstream lines(read_regular_file(path, "--log"));
+        std::string line;
+        while (std::getline(lines, line)) {
+            if (step_of_line(line) >= steps_taken) {
+                ++dropped_;
+                continue;
+            }
+            kept += line + "\n";
+        }
+        if (dropped_ > 0) {  // whole or not at all: the log of the steps before stays
+            require_writable_path(path, "--log");
+            ReplacingFile file(path, "--log");
+            file.write(kept);
+            file.commit();
+        }
+    }
+    open(O_APPEND);
+}
+
+void Logger::open(int mode) {
+    const std::string& path = path_;
     struct stat st = {};
     if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw Error("--log " + path + ": is a directory");
     // Its folder is made if missing, as --save's is (runs/stage01.jsonl in a fresh clone).
@@ -25,7 +69,7 @@ Logger::Logger(const std::string& path) : path_(path) {
         throw Error("--log " + path + ": cannot create its directory " + dir.string() + " (" + ec.message() + ")");
     // Non-blocking, so that a FIFO nobody reads fails at once instead of hanging the run;
     // /dev/null, a pipe being read and regular files work.
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_CLOEXEC, 0644);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | mode | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0)
         throw Error("--log " + path + ": cannot open for writing (" +
                     (errno == ENXIO ? std::string("a FIFO with no reader") : std::strerror(errno)) + ")");

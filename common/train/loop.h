@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <new>
 #include <string>
@@ -27,6 +29,7 @@
 #include "train/processes.h"
 #include "train/sampler.h"
 #include "train/schedule.h"
+#include "train/stop_request.h"
 #include "util/error.h"
 #include "util/file.h"
 #include "util/format.h"
@@ -107,12 +110,14 @@ inline std::string divergence_hint(const TrainOptions& opt, const std::string& s
 }
 
 // The settings a resumed run must share with the run that saved the checkpoint: those that
-// decide which tokens each step sees (an error), and those of the schedule and optimizer (a
-// printed note: continuing with other ones is a choice, but the run is then no longer the same).
+// decide which tokens each step sees (an error). They come from the checkpoint unless given again
+// (resume_options, train/options.h), as do the schedule and optimizer settings, whose change is a
+// choice the banner notes: the run is then no longer the same.
 // The number of processes may change (a checkpoint holds the whole state, whoever wrote it):
 // a step reads the same consecutive windows however they are split into micro-batches and
 // processes, as long as the tokens per step stay the same (up to the end of a shard, where the
 // tail the loader skips depends on the number of processes: docs/formats.md).
+// micro_batches 0: before they are known, B, T and the seed alone.
 inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micro_batches, int world) {
     const RunState& r = ck.run;
     const std::string where = "--resume " + opt.resume + ": ";
@@ -126,23 +131,10 @@ inline void check_resume(const TrainOptions& opt, const Checkpoint& ck, int micr
     };
     must_match("--batch", r.batch, opt.batch);
     must_match("--seq", r.seq, opt.seq);
-    must_match("tokens per step (--total-batch)", (long long)r.batch * r.seq * r.micro_batches * r.world,
-               (long long)opt.batch * opt.seq * micro_batches * world);
     must_match("--seed", static_cast<long long>(r.seed), static_cast<long long>(opt.seed));
-    auto note = [&](const char* option, double saved, double now) {
-        if (saved != now)
-            std::printf("resume     note: %s is %g, the saved run had %g; the run continues with %g\n", option, now,
-                        saved, now);
-    };
-    note("--steps", r.steps, opt.steps);
-    note("--warmup", r.warmup, opt.warmup);
-    note("--lr", r.lr, opt.lr);
-    note("--min-lr-frac", r.min_lr_frac, opt.min_lr_frac);
-    note("--weight-decay", r.weight_decay, opt.adamw.weight_decay);
-    note("--beta1", r.beta1, opt.adamw.beta1);
-    note("--beta2", r.beta2, opt.adamw.beta2);
-    note("--eps", r.eps, opt.adamw.eps);
-    note("--grad-clip", r.grad_clip, opt.adamw.grad_clip);
+    if (micro_batches > 0)
+        must_match("tokens per step (--total-batch)", (long long)r.batch * r.seq * r.micro_batches * r.world,
+                   (long long)opt.batch * opt.seq * micro_batches * world);
 }
 
 // Processes that train together must hold the same weights; a difference (a rank that read
@@ -162,10 +154,11 @@ void check_same_weights(GPT<S>& model, Parallel& parallel, int step) {
 constexpr int kCheckWeightsEvery = 100;
 
 // A failure on purpose, for the tests of what the other processes do then: GPT_TEST_FAIL=R:S
-// makes rank R fail as its step S starts, GPT_TEST_FAIL=R:S:hang makes it hang there instead.
+// makes rank R fail as its step S starts, GPT_TEST_FAIL=R:S:hang makes it hang there instead,
+// and GPT_TEST_FAIL=R:S:sigint sends it SIGINT there (Ctrl-C at a known step).
 struct InjectedFault {
     int rank = -1, step = -1;
-    bool hang = false;
+    bool hang = false, sigint = false;
 };
 inline InjectedFault injected_fault(int world) {
     const char* v = std::getenv("GPT_TEST_FAIL");
@@ -181,17 +174,123 @@ inline InjectedFault injected_fault(int world) {
     const std::string how = b == std::string::npos ? "" : text.substr(b + 1);
     if (a == std::string::npos || !whole(text.substr(0, a), f.rank) ||
         !whole(text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1), f.step) || f.step < 1 ||
-        (b != std::string::npos && how != "hang"))
-        throw Error("GPT_TEST_FAIL=" + text + ": expected RANK:STEP or RANK:STEP:hang (a test's fault switch)");
+        (b != std::string::npos && how != "hang" && how != "sigint"))
+        throw Error("GPT_TEST_FAIL=" + text + ": expected RANK:STEP, RANK:STEP:hang or RANK:STEP:sigint (a test's "
+                    "fault switch)");
     if (f.rank >= world)
         throw Error("GPT_TEST_FAIL=" + text + ": there is no rank " + std::to_string(f.rank) + " among the " +
                     std::to_string(world) + " process(es) of this run");
-    f.hang = b != std::string::npos;
+    f.hang = how == "hang";
+    f.sigint = how == "sigint";
     return f;
 }
 
 template <class S, class Parallel>
 int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder);
+
+// A path as a shell reads it back: quoted only where it needs to be.
+inline std::string shell_quoted(const std::string& s) {
+    if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=+:,@%-") ==
+                          std::string::npos)
+        return s;
+    std::string out = "'";
+    for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+// The command that continues a run saved in `checkpoint`: its options come with it.
+inline std::string resume_command(const TrainOptions& opt, const std::string& checkpoint) {
+    return opt.program + " --resume " + shell_quoted(checkpoint);
+}
+
+// Before step 1, the files the run will write against the free space of their file systems, so
+// that a full disk refuses the run instead of losing its result at the end. The checkpoint needs
+// its whole size even where an older one is replaced (the new file is written beside it first);
+// the log, a few hundred bytes a step and a sample's text.
+inline void check_free_space(const TrainOptions& opt, const GPTConfig& config, int steps_to_run) {
+    struct Output {
+        std::string what, path;
+        uint64_t bytes;
+    };
+    std::vector<Output> outputs;
+    if (!opt.save.empty()) {
+        RunState run;
+        run.recorded = true;
+        run.options = carried_options(opt);
+        outputs.push_back({"--save", opt.save, checkpoint_file_bytes(config, true, run)});
+    }
+    if (!opt.log.empty()) {
+        const uint64_t steps = static_cast<uint64_t>(std::max(0, steps_to_run));
+        const auto every = [&](int n) { return n > 0 ? steps / n + 1 : 0; };
+        uint64_t bytes = 4096 + steps * 256 + every(opt.val_every) * 64 + every(opt.eval_every) * 160 +
+                         every(opt.sample_every) * (uint64_t(opt.sample_tokens) * 24 + 64);
+        if (opt.profile) bytes += uint64_t(1) << 20;  // its table and figure
+        outputs.push_back({"--log", opt.log, bytes});
+    }
+    std::vector<std::pair<FreeSpace, std::vector<const Output*>>> systems;
+    for (const Output& o : outputs) {
+        const FreeSpace space = free_space_for(o.path);
+        auto same = std::find_if(systems.begin(), systems.end(),
+                                 [&](const auto& sys) { return sys.first.device == space.device; });
+        if (same == systems.end()) systems.push_back({space, {&o}});
+        else same->second.push_back(&o);
+    }
+    for (const auto& [space, on_it] : systems) {
+        uint64_t needed = 0;
+        std::string names;
+        for (const Output* o : on_it) {
+            needed += o->bytes;
+            names += (names.empty() ? "" : " and ") + o->what + " " + o->path + " (" + size_text(o->bytes) + ")";
+        }
+        if (needed > space.bytes)
+            throw Error(names + (on_it.size() > 1 ? " need " : " needs ") + size_text(needed) +
+                        ", and its file system has " + size_text(space.bytes) +
+                        " free: the run could not keep what it makes; free some space or write elsewhere");
+    }
+}
+
+// A save that failed (a full disk, a folder removed during the run) must not lose the weights:
+// they go to the same file name in the temporary directory ($TMPDIR, else /tmp), or else in the
+// current one. Returns what the error adds: where they are and how to go on.
+inline std::string keep_elsewhere(const TrainOptions& opt, const Checkpoint& c) {
+    namespace fs = std::filesystem;
+    const std::string name = fs::path(opt.save).filename().string();
+    std::vector<std::string> places;
+    std::error_code ec;
+    const fs::path tmp = fs::temp_directory_path(ec);
+    if (!ec) places.push_back((tmp / name).string());
+    places.push_back(name);
+    std::string failures;
+    for (const std::string& place : places) {
+        std::error_code e1, e2;
+        if (fs::weakly_canonical(place, e1) == fs::weakly_canonical(opt.save, e2)) continue;
+        try {
+            require_writable_path(place, "checkpoint");
+            save_checkpoint(place, c);
+            return "the weights of step " + std::to_string(c.step) + " are kept in " + place +
+                   " instead; continue with: " + resume_command(opt, place);
+        } catch (const Error& e) {
+            failures += std::string(failures.empty() ? "" : "; ") + e.what();
+        }
+    }
+    return "nor could the weights be kept elsewhere (" + failures + ")";
+}
+
+// --val-batches beyond the validation split would read it again and again for nothing: refused
+// when given, capped (with the banner's note) when it is the default.
+inline std::string fit_val_batches(TrainOptions& opt, int64_t split_batches) {
+    if (opt.val_batches <= split_batches) return "";
+    const std::string split = opt.data_dir + "'s validation split holds " + std::to_string(split_batches) + " batch" +
+                              (split_batches == 1 ? "" : "es") + " of " + std::to_string(opt.batch) + " x " +
+                              std::to_string(opt.seq) + " tokens";
+    if (opt.given("--val-batches"))
+        throw Error("--val-batches " + std::to_string(opt.val_batches) + ": " + split +
+                    ", so each validation would read it more than once; give at most " +
+                    std::to_string(split_batches));
+    const int asked = opt.val_batches;
+    opt.val_batches = static_cast<int>(split_batches);
+    return split + ": each validation reads those, not the default --val-batches " + std::to_string(asked);
+}
 
 // A profiled step's table, and with a --log its JSON and figure beside the log.
 inline void report_profile(const ProfileReport& report, const ProfileContext& run, const std::string& log_path,
@@ -254,7 +353,15 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     }
     if (opt.stop_after > 0 && opt.save.empty())
         throw Error("--stop-after " + std::to_string(opt.stop_after) + " needs --save (the checkpoint to resume from)");
-    Logger log(rank == 0 ? opt.log : "");
+    // A resumed run goes on with the log its run was writing (the lines of steps after the
+    // checkpoint dropped); another --log starts a new one.
+    int log_continues_after = -1;
+    if (!opt.resume.empty() && !opt.log.empty() && rank == 0) {
+        const Checkpoint saved = load_checkpoint_header(opt.resume);
+        for (const auto& [name, value] : saved.run.options)
+            if (name == "--log" && value == opt.log) log_continues_after = saved.step;
+    }
+    Logger log(rank == 0 ? opt.log : "", log_continues_after);
 
     // Model: a checkpoint's config wins over --model.
     Checkpoint start;
@@ -274,6 +381,7 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     if (!opt.resume.empty() && start.m.empty())
         throw Error("--resume " + opt.resume + ": checkpoint has no optimizer state (use --init to start from it)");
 
+    if (!opt.resume.empty()) check_resume(opt, start, 0, world);
     // A default batch too large for this GPU (or host) is split; one the user gave is refused below.
     const std::string fit_note = opt.batch_given ? "" : fit_default_batch<S>(opt, config, parallel);
     // Each process reads its own windows of every step.
@@ -294,13 +402,17 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     // The step after which this process stops: the end of the run, or --stop-after.
     const int stop = opt.stop_after > 0 ? std::min(opt.stop_after, opt.steps) : opt.steps;
     check_memory<S>(config, opt.batch, opt.seq, micro_batches, &parallel);  // refuse what cannot fit, before any work
+    if (rank == 0) check_free_space(opt, config, stop - (opt.resume.empty() ? 0 : start.step));
 
     // Data: fail on bad shards before allocating the model.
     DataLoader train_data(find_shards(opt.data_dir, "train"), opt.batch, opt.seq, rank, world, config.vocab_size);
     std::unique_ptr<DataLoader> val_data;
-    if (opt.val_every > 0)
+    std::string val_note;
+    if (opt.val_every > 0) {
         val_data = std::make_unique<DataLoader>(find_shards(opt.data_dir, "val"), opt.batch, opt.seq, rank, world,
                                                 config.vocab_size);
+        val_note = fit_val_batches(opt, val_data->batches_per_pass());
+    }
     if (!opt.resume.empty()) {
         if (train_data.total_tokens() != start.run.data_tokens)
             throw Error("--resume " + opt.resume + ": the run trained on " + std::to_string(start.run.data_tokens) +
@@ -375,6 +487,25 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
                 opt.batch, opt.seq, micro_batches, world, with_commas(step_tokens).c_str(), opt.steps, opt.lr,
                 opt.warmup, opt.min_lr_frac);
     if (!fit_note.empty()) std::printf("memory     %s\n", fit_note.c_str());
+    if (!opt.resume.empty()) {
+        std::printf("resume     %s: step %d of %d, with the options of its run%s\n", opt.resume.c_str(), start.step,
+                    opt.steps, opt.notes.empty() ? "" : " except those given again:");
+        for (const std::string& note : opt.notes) std::printf("resume     %s\n", note.c_str());
+    }
+    if (log_continues_after >= 0)
+        std::printf("log        %s goes on after step %d%s\n", opt.log.c_str(), log_continues_after,
+                    log.dropped_lines() > 0
+                        ? (" (" + std::to_string(log.dropped_lines()) +
+                           (log.dropped_lines() == 1 ? " line" : " lines") +
+                           " of later steps, logged after the checkpoint was saved, dropped)").c_str()
+                        : "");
+    if (!val_note.empty()) std::printf("val        %s\n", val_note.c_str());
+    // Mistakes that would only show as a run that learns nothing.
+    if (opt.lr == 0)
+        std::printf("warning: --lr 0: the learning rate is 0 at every step, so the weights do not change\n");
+    if (opt.warmup > opt.steps)
+        std::printf("warning: --warmup %d is longer than the run (--steps %d): the learning rate never reaches "
+                    "--lr %g\n", opt.warmup, opt.steps, opt.lr);
     if (opt.profile)
         std::printf("profile    step %d will be timed op by op%s%s\n", profile_step + 1,
                     profile_step - first_step < 2 ? " (within the warm-up: give --steps 3 or more for a steady step)"
@@ -410,6 +541,8 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     if (!opt.resume.empty()) sample_rng.set_state(start.run.sample_rng);
     std::vector<double> step_ms;
 
+    // Ctrl-C or SIGTERM: the step under way finishes and is saved, then the run stops.
+    StopRequest stop_request(world == 1);
     // Everything the next step depends on, so that --resume continues exactly (RunState).
     auto save = [&](int steps_taken) {
         Checkpoint c;
@@ -438,15 +571,24 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
         r.data_shard = train_data.position().shard;
         r.data_pos = train_data.position().pos;
         sample_rng.get_state(r.sample_rng);
+        r.options = carried_options(opt);
         if (rank > 0) return;  // it took part in gathering the state; rank 0 writes it
         parallel.hold_if_stopping();  // never a checkpoint of what a collective cut short
         try {
             save_checkpoint(opt.save, c);
         } catch (const Error& e) {
             const std::string what = e.what();
-            throw Error(what.find("is nan") != std::string::npos || what.find("is inf") != std::string::npos
-                            ? what + " (" + divergence_hint(opt, ckpt_path) + ")"
-                            : what);
+            if (what.find("is nan") != std::string::npos || what.find("is inf") != std::string::npos)
+                throw Error(what + " (" + divergence_hint(opt, ckpt_path) + ")");
+            if (const int sig = signal_during_save(); sig != 0 && stop_request.signal() == 0) {
+                // Ctrl-C while saving asks to stop, not to lose the step: save again, then stop.
+                stop_request.request(sig);
+                save_checkpoint(opt.save, c);  // a second signal now ends the run with the error
+            } else if (sig != 0) {
+                throw;
+            } else {
+                throw Error(what + "; " + keep_elsewhere(opt, c));
+            }
         }
         std::printf("saved      %s (step %d)\n", opt.save.c_str(), steps_taken);
         std::fflush(stdout);
@@ -457,11 +599,15 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     const float loss_scale = static_cast<float>(1.0 / double(step_tokens));
     std::vector<Batch> batches(micro_batches);
     bool wrapped = false;  // the training data was read to its end once: said once
+    bool warned_divergence = false;
+    int steps_done = first_step;
     for (int step = first_step; step < stop; ++step) {
         const bool last = step + 1 == opt.steps;
         const float lr = learning_rate(step, opt.steps, opt.warmup, opt.lr, opt.min_lr_frac);
         parallel.starting("step " + std::to_string(step + 1));
-        if (fault.rank == rank && fault.step == step + 1) {
+        if (fault.rank == rank && fault.step == step + 1 && fault.sigint) {
+            std::raise(SIGINT);
+        } else if (fault.rank == rank && fault.step == step + 1) {
             if (fault.hang)
                 for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
             throw Error("rank " + std::to_string(rank) + ": step " + std::to_string(step + 1) +
@@ -499,6 +645,13 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
         r.tokens_per_s = step_tokens / (ms / 1000.0);
         r.mfu = peak > 0 ? flops_per_step / (ms / 1000.0) / peak : -1.0;
         log.step(r);
+        // A random model's loss is about ln(V); far above it, the run is diverging (before it is NaN).
+        if (!warned_divergence && result.loss > 2.0 * std::log(double(config.vocab_size)) + 10.0) {
+            warned_divergence = true;
+            std::printf("warning: loss %.3g at step %d is far above a random model's %.1f (ln %d): the run is "
+                        "diverging; %s\n", result.loss, step + 1, std::log(double(config.vocab_size)),
+                        config.vocab_size, divergence_hint(opt, ckpt_path).substr(18).c_str());
+        }
         if (profile && rank == 0) {
             ProfileContext run{S::name, S::device_description(), config.describe(), S::Clock::kName, opt.batch,
                                opt.seq, micro_batches, world, step + 1, false, roofs};
@@ -538,12 +691,26 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
         if (rank == 0 && opt.sample_every > 0 && ((step + 1) % opt.sample_every == 0 || last))
             log.sample(step, generate(model, tokenizer.get(), opt.sample_tokens, opt.temperature, opt.top_k,
                                       sample_rng));
-        if (!opt.save.empty() && ((opt.save_every > 0 && (step + 1) % opt.save_every == 0) || last || step + 1 == stop))
+        if (!opt.save.empty() && ((opt.save_every > 0 && (step + 1) % opt.save_every == 0) || last ||
+                                  step + 1 == stop || stop_request.signal() != 0))
             save(step + 1);
+        steps_done = step + 1;
+        if (stop_request.signal() != 0) break;
     }
     parallel.starting("the end of the run");
-    if (stop < opt.steps)
-        std::printf("stopped    after step %d of %d; continue with --resume %s\n", stop, opt.steps, opt.save.c_str());
+    const bool interrupted = stop_request.signal() != 0 && steps_done < opt.steps;
+    if (steps_done < opt.steps) {
+        const std::string why = interrupted ? std::string(" (") + stop_request.signal_name() + ")" : "";
+        if (!opt.save.empty())
+            std::printf("stopped    after step %d of %d%s; continue with: %s\n", steps_done, opt.steps, why.c_str(),
+                        resume_command(opt, opt.save).c_str());
+        else
+            std::printf("stopped    after step %d of %d%s; nothing saved: with --save PATH a stopped run keeps its "
+                        "last step\n", steps_done, opt.steps, why.c_str());
+        log.event("stopped", "\"after_step\": " + std::to_string(steps_done) + ", \"steps\": " +
+                                 std::to_string(opt.steps) + ", \"reason\": " +
+                                 Logger::json_string(interrupted ? stop_request.signal_name() : "--stop-after"));
+    }
 
     if (!step_ms.empty()) {
         const double ms = median(step_ms);
@@ -552,18 +719,20 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
         if (peak > 0) std::snprintf(mfu, sizeof(mfu), "%.1f%%", 100.0 * flops_per_step / (ms / 1000.0) / peak);
         std::printf("summary    median %.1f ms/step, %.0f tokens/s, MFU %s, peak memory %.2f GiB, epochs %s\n", ms, tps,
                     mfu, S::peak_memory_bytes() / 1073741824.0,
-                    epochs_text(double(stop) * double(step_tokens) / double(train_data.total_tokens())).c_str());
+                    epochs_text(double(steps_done) * double(step_tokens) / double(train_data.total_tokens())).c_str());
         log.event("summary", "\"median_ms\": " + std::to_string(ms) + ", \"tokens_per_s\": " + std::to_string(tps) +
                                  ", \"peak_memory_bytes\": " + std::to_string(S::peak_memory_bytes()));
     }
-    if (stop == opt.steps) {  // what the weights are good for now
+    if (steps_done == opt.steps) {  // what the weights are good for now
         if (!opt.save.empty())
-            std::printf("next       continue a text with these weights: ./train --init %s --prompt \"The jury said\"\n",
-                        opt.save.c_str());
+            std::printf("next       continue a text with these weights: %s --init %s --prompt \"The jury said\"\n",
+                        opt.program.c_str(), shell_quoted(opt.save).c_str());
         else
-            std::printf("next       --save PATH keeps the weights; ./train --init PATH --prompt TEXT then continues a text\n");
+            std::printf("next       --save PATH keeps the weights; %s --init PATH --prompt TEXT then continues a text\n",
+                        opt.program.c_str());
     }
-    return 0;
+    // A run stopped by a signal ends as one: 128 + the signal's number, as a shell reports it.
+    return interrupted ? 128 + stop_request.signal() : 0;
 }
 
 }  // namespace gpt

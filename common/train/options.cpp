@@ -1,5 +1,7 @@
 #include "train/options.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <vector>
 
 #include "model/config.h"
@@ -120,19 +122,35 @@ std::vector<cli::Option> option_table(TrainOptions& o) {
     };
 }
 
-}  // namespace
-
-TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help) {
-    TrainOptions o = defaults;
+// The command line on top of `o`, recording what was given.
+bool parse_onto(TrainOptions& o, int argc, char** argv) {
     std::vector<cli::Option> table = option_table(o);
     for (cli::Option& option : table)
-        if (option.name == "--batch")
-            option.set = [set = option.set, &o](const std::string& v) {
-                set(v);
-                o.batch_given = true;
-            };
-    help = cli::parse(argc, argv, table, false).help;
-    if (help) return o;
+        option.set = [set = option.set, &o, name = option.name](const std::string& v) {
+            set(v);
+            o.given_options.insert(name);
+            if (name == "--batch") o.batch_given = true;
+        };
+    return cli::parse(argc, argv, table, false).help;
+}
+
+// Every digit a float or double needs to come back as the same value.
+std::string exact(double v, bool single) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), single ? "%.9g" : "%.17g", v);
+    return buf;
+}
+
+// The carried options that decide what each step computes: an option given again with another
+// value makes it another run from there on.
+bool changes_the_steps(const std::string& name) {
+    for (const char* n : {"--batch", "--seq", "--total-batch", "--steps", "--lr", "--min-lr-frac", "--warmup",
+                          "--weight-decay", "--beta1", "--beta2", "--eps", "--grad-clip", "--seed", "--data"})
+        if (name == n) return true;
+    return false;
+}
+
+void check_combinations(const TrainOptions& o) {
     if (!o.init.empty() && !o.resume.empty()) throw Error("options --init and --resume exclude each other");
     if (o.eval_file.empty() && o.eval_every > 0)
         throw Error("--eval-every " + std::to_string(o.eval_every) + " needs --eval FILE, the HellaSwag examples");
@@ -141,6 +159,113 @@ TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, 
                     std::string(o.prompt.empty() ? "--eval without --eval-every" : "--prompt") + " does not train");
     if (!o.eval_file.empty() && !o.prompt.empty())
         throw Error("options --eval and --prompt exclude each other: each runs the model without training");
+}
+
+}  // namespace
+
+OptionValues carried_options(const TrainOptions& o) {
+    const AdamWSettings& a = o.adamw;
+    const auto n = [](long long v) { return std::to_string(v); };
+    const auto f = [](float v) { return exact(v, true); };
+    OptionValues values = {
+        {"--data", o.data_dir},
+        {"--tokenizer", o.tokenizer_dir},
+        {"--batch", n(o.batch)},
+        {"--seq", n(o.seq)},
+        {"--total-batch", n(o.total_batch)},
+        {"--zero", n(o.zero)},
+        {"--step-timeout", exact(o.step_timeout, false)},
+        {"--steps", n(o.steps)},
+        {"--lr", f(o.lr)},
+        {"--min-lr-frac", f(o.min_lr_frac)},
+        {"--warmup", n(o.warmup)},
+        {"--weight-decay", f(a.weight_decay)},
+        {"--beta1", f(a.beta1)},
+        {"--beta2", f(a.beta2)},
+        {"--eps", f(a.eps)},
+        {"--grad-clip", f(a.grad_clip)},
+        {"--seed", std::to_string(o.seed)},
+        {"--val-every", n(o.val_every)},
+        {"--val-batches", n(o.val_batches)},
+        {"--eval", o.eval_file},
+        {"--eval-every", n(o.eval_every)},
+        {"--eval-examples", n(o.eval_examples)},
+        {"--sample-every", n(o.sample_every)},
+        {"--sample-tokens", n(o.sample_tokens)},
+        {"--temperature", f(o.temperature)},
+        {"--top-k", n(o.top_k)},
+        {"--save", o.save},
+        {"--save-every", n(o.save_every)},
+        {"--log", o.log},
+    };
+    // An empty text option is "not given" (no --eval, no --log): carried as absent.
+    values.erase(std::remove_if(values.begin(), values.end(), [](const auto& v) { return v.second.empty(); }),
+                 values.end());
+    return values;
+}
+
+TrainOptions resume_options(int argc, char** argv, const TrainOptions& defaults, const RunState& saved) {
+    OptionValues carried = saved.options;
+    if (carried.empty()) {  // version 2: what its header holds
+        const auto n = [](long long v) { return std::to_string(v); };
+        const auto f = [](float v) { return exact(v, true); };
+        carried = {{"--batch", n(saved.batch)},
+                   {"--seq", n(saved.seq)},
+                   {"--total-batch", n((long long)saved.batch * saved.seq * saved.micro_batches * saved.world)},
+                   {"--steps", n(saved.steps)},
+                   {"--warmup", n(saved.warmup)},
+                   {"--lr", f(saved.lr)},
+                   {"--min-lr-frac", f(saved.min_lr_frac)},
+                   {"--weight-decay", f(saved.weight_decay)},
+                   {"--beta1", f(saved.beta1)},
+                   {"--beta2", f(saved.beta2)},
+                   {"--eps", f(saved.eps)},
+                   {"--grad-clip", f(saved.grad_clip)},
+                   {"--seed", std::to_string(saved.seed)}};
+    }
+    TrainOptions o = defaults;
+    {
+        std::vector<cli::Option> table = option_table(o);
+        for (const auto& [name, value] : carried) {
+            const auto option = std::find_if(table.begin(), table.end(), [&](const cli::Option& t) {
+                return t.name == name && !t.flag;
+            });
+            if (option == table.end())
+                throw Error("the checkpoint's run has option " + name + ", which this trainer does not take");
+            try {
+                option->set(value);
+            } catch (const Error& e) {
+                throw Error(std::string("the checkpoint's run: ") + e.what());
+            }
+        }
+    }
+    // The saved run's batch is the one it ran with: never split again to fit the memory.
+    o.batch_given = true;
+    const TrainOptions saved_options = o;
+    parse_onto(o, argc, argv);
+    const OptionValues now = carried_options(o);
+    const auto value_in = [](const OptionValues& values, const std::string& name) {
+        for (const auto& [n, v] : values)
+            if (n == name) return v;
+        return std::string("none");
+    };
+    const OptionValues before = carried_options(saved_options);
+    for (const std::string& name : o.given_options) {
+        const std::string was = value_in(before, name), is = value_in(now, name);
+        if (was == is || (was == "none" && is == "none")) continue;
+        o.notes.push_back(name + " " + is + " (given) where the saved run had " + was +
+                        (changes_the_steps(name) ? ": from here on it is another run" : ""));
+    }
+    check_combinations(o);
+    return o;
+}
+
+
+TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help) {
+    TrainOptions o = defaults;
+    help = parse_onto(o, argc, argv);
+    if (help) return o;
+    check_combinations(o);
     return o;
 }
 

@@ -2,8 +2,12 @@
 // stages (see default_options); --help prints the defaults of the binary it belongs to.
 #pragma once
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "model/checkpoint.h"
 #include "train/optimizer.h"
 
 namespace gpt {
@@ -46,6 +50,13 @@ struct TrainOptions {
     std::string log;
     bool profile = false;  // one step after the warm-up timed op by op (train/profile.h)
     int threads = 0;  // CPU only: 0 = all cores
+    std::string program = "./train";  // how the user runs this trainer, for the commands it prints
+    std::vector<std::string> notes;     // lines for the run's banner (resume_options)
+
+    // The options given on the command line ("--seq"), whatever their value: a default may
+    // follow from the model or the resumed run, a given value never does.
+    std::set<std::string> given_options;
+    bool given(const std::string& option) const { return given_options.count(option) > 0; }
 };
 
 TrainOptions default_options(bool gpu);
@@ -54,6 +65,20 @@ TrainOptions default_options(bool gpu);
 // `help` and returns when --help is given; throws gpt::Error naming the option for an unknown
 // option or a value outside the option's domain.
 TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, bool& help);
+
+// The options a checkpoint carries, so that `--resume PATH` alone continues the run: every
+// option that shapes the run (data, batch, schedule, optimizer, seed, evaluation, samples, where
+// it saves and logs), with values written exactly ("%.9g" for a float). Not carried: what is
+// decided once (--stop-after, --profile, --init, --prompt) or belongs to the machine (--threads);
+// the model comes with the checkpoint's weights.
+using OptionValues = std::vector<std::pair<std::string, std::string>>;
+OptionValues carried_options(const TrainOptions& o);
+
+// The options of a resumed run: the defaults, then the options the checkpoint carries, then the
+// command line. Its `notes` get one line for each option given again with another value than
+// the saved run's. `carried` empty (a version 2 checkpoint): its batch, seq, schedule, optimizer and
+// seed are taken from `saved`, the numbers its header holds.
+TrainOptions resume_options(int argc, char** argv, const TrainOptions& defaults, const RunState& saved);
 
 // The --help text, with the given defaults.
 std::string usage(const char* program, const TrainOptions& defaults, const std::string& title);

@@ -1,12 +1,15 @@
 #include "util/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -100,6 +103,31 @@ void require_directory(const std::string& path, const std::string& what) {
 }
 
 std::string replacing_tmp_path(const std::string& path) { return path + ".tmp"; }
+
+FreeSpace free_space_for(const std::string& path) {
+    const fs::path parent = fs::path(path).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    FreeSpace space;
+    struct stat st = {};
+    if (::stat(dir.c_str(), &st) == 0) space.device = static_cast<uint64_t>(st.st_dev);
+    struct statvfs fs_info = {};
+    if (::statvfs(dir.c_str(), &fs_info) == 0)
+        space.bytes = static_cast<uint64_t>(fs_info.f_bavail) * static_cast<uint64_t>(fs_info.f_frsize);
+    else
+        space.bytes = std::numeric_limits<uint64_t>::max();  // unknown: the save reports what happens
+    if (const char* fake = std::getenv("GPT_TEST_FREE_BYTES"); fake && *fake)
+        space.bytes = std::strtoull(fake, nullptr, 10);
+    return space;
+}
+
+std::string size_text(uint64_t bytes) {
+    char buf[32];
+    const double b = static_cast<double>(bytes);
+    if (b < 1e6) std::snprintf(buf, sizeof(buf), "%.0f kB", std::max(1.0, b / 1e3));
+    else if (b < 1e9) std::snprintf(buf, sizeof(buf), "%.0f MB", b / 1e6);
+    else std::snprintf(buf, sizeof(buf), "%.1f GB", b / 1e9);
+    return buf;
+}
 
 void require_writable_path(const std::string& path, const std::string& what) {
     if (path.empty()) throw Error(what + ": the path is empty");

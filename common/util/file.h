@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -48,6 +49,19 @@ void require_directory(const std::string& path, const std::string& what);
 // and removes it again; one left by an earlier save is only opened, and kept as it was). A
 // missing directory is created.
 void require_writable_path(const std::string& path, const std::string& what);
+
+// Free bytes for an unprivileged writer on the file system that holds PATH's directory (PATH
+// itself need not exist), and an id of that file system, so that two paths on the same one are
+// counted together. GPT_TEST_FREE_BYTES=N makes every file system report N bytes free (a test's
+// way to a full disk).
+struct FreeSpace {
+    uint64_t bytes = 0;
+    uint64_t device = 0;
+};
+FreeSpace free_space_for(const std::string& path);
+
+// "87 MB", "1.2 GB": a size for a message.
+std::string size_text(uint64_t bytes);
 
 // The temporary file a ReplacingFile writes before it becomes PATH: PATH.tmp.
 std::string replacing_tmp_path(const std::string& path);

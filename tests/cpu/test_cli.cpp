@@ -6,6 +6,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "testing/compare.h"
@@ -238,6 +239,66 @@ TEST(TrainOptions, BatchGivenIsRecorded) {
     EXPECT_FALSE(given({"--seq", "128", "--total-batch", "65536"}));
     EXPECT_TRUE(given({"--batch", "4"}));
     EXPECT_TRUE(given({"--batch=16"}));  // the default's value, given: not split either
+}
+
+// A resumed run: the defaults, then the options its checkpoint carries, then the command line;
+// an option given again with another value is noted, one with the same value is not.
+TEST(TrainOptions, ResumeTakesTheSavedRunsOptions) {
+    const TrainOptions defaults = default_options(false);
+    TrainOptions run = defaults;
+    run.steps = 40;
+    run.lr = 3.14159274e-3f;  // needs every digit to come back
+    run.save = "runs/a b.ckpt";
+    run.log = "runs/s.jsonl";
+    run.val_batches = 2;
+    run.threads = 1;     // the machine's: not carried
+    run.stop_after = 20;  // decided once: not carried
+    RunState saved;
+    saved.recorded = true;
+    saved.options = carried_options(run);
+    for (const auto& [name, value] : saved.options) {
+        EXPECT_NE(name, "--threads");
+        EXPECT_NE(name, "--stop-after");
+        EXPECT_NE(name, "--eval");  // empty: not given
+    }
+
+    Args alone({"--resume", "runs/a b.ckpt"});
+    const TrainOptions o = resume_options(alone.argc(), alone.argv(), defaults, saved);
+    EXPECT_EQ(o.steps, 40);
+    EXPECT_EQ(o.lr, run.lr);
+    EXPECT_EQ(o.save, "runs/a b.ckpt");
+    EXPECT_EQ(o.log, "runs/s.jsonl");
+    EXPECT_EQ(o.val_batches, 2);
+    EXPECT_EQ(o.threads, defaults.threads);
+    EXPECT_EQ(o.stop_after, 0);
+    EXPECT_TRUE(o.batch_given);  // the saved run's batch is never split again
+    EXPECT_TRUE(o.notes.empty());
+    EXPECT_EQ(carried_options(o), saved.options);
+
+    Args again({"--resume", "x", "--steps", "200", "--log", "runs/s.jsonl", "--threads", "2", "--save", "b.ckpt"});
+    const TrainOptions p = resume_options(again.argc(), again.argv(), defaults, saved);
+    EXPECT_EQ(p.steps, 200);
+    EXPECT_EQ(p.threads, 2);
+    EXPECT_EQ(p.notes, (std::vector<std::string>{
+                           "--save b.ckpt (given) where the saved run had runs/a b.ckpt",
+                           "--steps 200 (given) where the saved run had 40: from here on it is another run"}));
+
+    // A version 2 checkpoint carries no options: its header's numbers stand in for them.
+    RunState v2;
+    v2.recorded = true;
+    v2.batch = 3, v2.seq = 17, v2.micro_batches = 2, v2.world = 1, v2.steps = 99, v2.warmup = 5, v2.lr = 6e-4f;
+    v2.seed = 5, v2.min_lr_frac = 0.1f, v2.weight_decay = 0.1f, v2.beta1 = 0.9f, v2.beta2 = 0.95f, v2.eps = 1e-8f;
+    const TrainOptions q = resume_options(alone.argc(), alone.argv(), defaults, v2);
+    EXPECT_EQ(std::tie(q.batch, q.seq, q.total_batch, q.steps, q.warmup, q.lr, q.seed),
+              std::tie(v2.batch, v2.seq, static_cast<const long long&>(102LL), v2.steps, v2.warmup, v2.lr, v2.seed));
+
+    RunState odd = saved;
+    odd.options.emplace_back("--colour", "blue");
+    EXPECT_EQ(error_of([&] { resume_options(alone.argc(), alone.argv(), defaults, odd); }),
+              "the checkpoint's run has option --colour, which this trainer does not take");
+    odd.options.back() = {"--steps", "0"};
+    EXPECT_EQ(error_of([&] { resume_options(alone.argc(), alone.argv(), defaults, odd); }),
+              "the checkpoint's run: option --steps: 0 is too small (at least 1)");
 }
 
 // A flag takes no value: "--profile" turns it on, "--profile=yes" is a mistake, and a word after

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -35,6 +36,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include "train/schedule.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/fnv.h"
 #include "util/json.h"
 
 using namespace gpt;
@@ -279,6 +281,79 @@ TEST(Checkpoint, RunStateRoundTrips) {
     EXPECT_EQ(std::tie(b.seed, b.data_tokens, b.data_shard, b.data_pos),
               std::tie(r.seed, r.data_tokens, r.data_shard, r.data_pos));
     for (int i = 0; i < 4; ++i) EXPECT_EQ(b.sample_rng[i], r.sample_rng[i]);
+}
+
+// A micro model's checkpoint of a trainer's run (B = 2, T = 16, 40 steps).
+Checkpoint checkpoint_of_a_run() {
+    Checkpoint ck = random_checkpoint(config_by_name("micro"));
+    ck.run.recorded = true;
+    ck.run.batch = 2, ck.run.seq = 16, ck.run.micro_batches = 1, ck.run.world = 1, ck.run.steps = 40;
+    ck.run.data_tokens = 100;
+    return ck;
+}
+
+// The run's options come back as they were given: any text, in order, and the header alone
+// (load_checkpoint_header) reads them without the weights.
+TEST(Checkpoint, RunOptionsRoundTrip) {
+    const std::string path = temp_dir() + "/run_options.ckpt";
+    Checkpoint ck = checkpoint_of_a_run();
+    RunState& r = ck.run;
+    r.options = {{"--steps", "40"}, {"--save", "runs/a b\n'c'.ckpt"}, {"--log", "\xc3\xa9t\xc3\xa9.jsonl"},
+                 {"--lr", "0.00314159274"}};
+    save_checkpoint(path, ck);
+    EXPECT_EQ(load_checkpoint(path).run.options, r.options);
+    const Checkpoint header = load_checkpoint_header(path);
+    EXPECT_EQ(header.run.options, r.options);
+    EXPECT_EQ(header.step, ck.step);
+    EXPECT_TRUE(header.params.empty());
+    EXPECT_EQ(fs::file_size(path), checkpoint_file_bytes(ck.config, true, r));
+    // A flipped byte among them is found by the hash.
+    const char flipped = '5';
+    write_at(path, 1024 + 2, &flipped, 1);  // "--steps" becomes "--5teps"
+    expect_error_mentions([&] { load_checkpoint(path); }, "checksum");
+}
+
+// Version 2 (before the run's options) is still read: its word 41 was reserved, and it has no
+// options section.
+TEST(Checkpoint, VersionTwoIsStillRead) {
+    const std::string path = temp_dir() + "/version2.ckpt";
+    const Checkpoint ck = checkpoint_of_a_run();
+    save_checkpoint(path, ck);  // no options: word 41 is 0 and nothing follows the header
+    const int32_t two = 2;
+    write_at(path, 4, &two, 4);
+    // The hash covers the version word: recompute it as a version 2 writer did.
+    std::string bytes = read_regular_file(path, "checkpoint");
+    int32_t hash_word = 0;
+    std::memcpy(bytes.data() + 40, &hash_word, 4);
+    const uint32_t hash = fnv1a(bytes.data(), bytes.size());
+    write_at(path, 40, &hash, 4);
+    const Checkpoint back = load_checkpoint(path);
+    EXPECT_EQ(back.params, ck.params);
+    EXPECT_EQ(back.run.steps, 40);
+    EXPECT_TRUE(back.run.options.empty());
+    const int32_t nine = 9;  // a set word 41 is not version 2
+    write_at(path, 4 * 41, &nine, 4);
+    expect_error_mentions([&] { load_checkpoint(path); }, "reserved header word 41 is not zero");
+}
+
+// A save that fails at the end of a run keeps the weights in a second place and says where, with
+// the command that continues from there.
+TEST(Checkpoint, FailedSaveKeepsTheWeightsElsewhere) {
+    const std::string dir = temp_dir() + "/keep_elsewhere";
+    fs::create_directories(dir);
+    const char* old_tmpdir = std::getenv("TMPDIR");
+    const std::string saved_tmpdir = old_tmpdir ? old_tmpdir : "";
+    setenv("TMPDIR", dir.c_str(), 1);
+    TrainOptions opt;
+    opt.program = "./train";
+    opt.save = "/proc/no_such_folder/run.ckpt";  // no file can be made there, not even by root
+    Checkpoint ck = random_checkpoint(config_by_name("micro"));
+    const std::string text = keep_elsewhere(opt, ck);
+    if (old_tmpdir) setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+    else unsetenv("TMPDIR");
+    EXPECT_EQ(text, "the weights of step 17 are kept in " + dir + "/run.ckpt instead; continue with: ./train "
+                    "--resume " + dir + "/run.ckpt");
+    EXPECT_EQ(load_checkpoint(dir + "/run.ckpt").params, ck.params);
 }
 
 TEST(Checkpoint, RefusesToSaveNonFiniteValues) {

@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
         gpt::write_shard((out / "bad_token" / "d_train_000000.bin").string(), t);
 
         good_data(out / "small_val", 20);  // fewer tokens than one validation batch
+        good_data(out / "val_of_three_batches", 3 * 2 * 16 + 1);  // at B = 2, T = 16
 
         // Good data in three short train shards, for the resume test: at B = 2, T = 16 each
         // shard holds three steps, so a run of 8 steps crosses shards and wraps around.
