@@ -82,6 +82,18 @@ std::vector<EvalExample> read_bin(const std::string& path, const std::string& da
     return examples;
 }
 
+// An example's "label": a number, or a string of decimal digits ("0", as in the Hugging Face copy
+// of HellaSwag) read as the number it writes; NaN for anything else.
+double label_number(const Json& label) {
+    if (label.kind == Json::Number) return label.number;
+    if (label.kind != Json::String || label.string.empty() ||
+        label.string.find_first_not_of("0123456789") != std::string::npos)
+        return std::numeric_limits<double>::quiet_NaN();
+    double n = 0;  // a double: "99999999999999999999" only grows out of range, never wraps
+    for (const char c : label.string) n = 10 * n + (c - '0');
+    return n;
+}
+
 // The original release: one JSON object per line, with "ctx" (the context), "endings" (the
 // candidate endings) and "label" (the index of the right one).
 std::vector<EvalExample> read_jsonl(const std::string& path, const std::string& data, const Tokenizer* tokenizer) {
@@ -112,14 +124,16 @@ std::vector<EvalExample> read_jsonl(const std::string& path, const std::string& 
             throw Error(where + std::to_string(endings.array.size()) + " endings; 1 to " + std::to_string(kMaxEndings) +
                         " are possible");
         const Json& label = j["label"];
-        // The range first: a double outside int's range must not be converted.
-        if (label.kind != Json::Number || !(label.number >= 0 && label.number < double(endings.array.size())) ||
-            label.number != std::floor(label.number))
+        if (label.kind == Json::String && label.string.empty())
+            throw Error(where + "\"label\" is empty (the test split has no answers: use the validation split)");
+        const double label_index = label_number(label);
+        // The range first: a double outside int's range must not be converted (NaN fails it too).
+        if (!(label_index >= 0 && label_index < double(endings.array.size())) || label_index != std::floor(label_index))
             throw Error(where + "\"label\" is not the index of one of its " + std::to_string(endings.array.size()) +
                         " endings");
         EvalExample e;
         e.line = line_number;
-        e.label = static_cast<int>(label.number);
+        e.label = static_cast<int>(label_index);
         e.context = tokenizer->encode(j["ctx"].string);
         if (e.context.empty()) throw Error(where + "the context is empty");
         for (const Json& ending : endings.array) {

@@ -3,8 +3,9 @@
 // tokens and picks the lowest, as llm.c and build-nanogpt evaluate GPT-2 (their "acc_norm").
 // The examples come from either of two files (docs/formats.md, "HellaSwag"):
 //   - llm.c's eval file, hellaswag_val.bin (magic 20240522), written by its dev/data/hellaswag.py;
-//   - the original JSON Lines (hellaswag_val.jsonl: "ctx", "endings", "label" on each line),
-//     encoded here as llm.c encodes them: the context, then " " + each ending.
+//   - the original JSON Lines (hellaswag_val.jsonl: "ctx", "endings", "label" on each line; the
+//     label a number, or a string of digits as in the Hugging Face copy), encoded here as llm.c
+//     encodes them: the context, then " " + each ending.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -36,8 +36,24 @@ struct HellaSwagResult {
     double accuracy() const { return examples > 0 ? double(correct) / double(examples) : 0.0; }
 };
 
+// The positions the longest row of the examples takes: a row of L tokens takes L - 1, its last
+// token is only predicted.
+inline int positions_needed(const std::vector<EvalExample>& examples) {
+    int positions = 1;
+    for (const EvalExample& e : examples) positions = std::max(positions, e.longest_row() - 1);
+    return positions;
+}
+
+// The positions a row may take: the training's --seq during training (--eval-every); in an
+// evaluation alone, --seq if given, else the model's whole context (the training's default --seq
+// is no limit of the model's).
+inline int eval_positions(const TrainOptions& opt, const GPTConfig& config) {
+    return opt.eval_every > 0 || opt.given("--seq") ? opt.seq : config.max_seq_len;
+}
+
 // The examples of --eval (the first --eval-examples of them), checked against the model: every
-// row must fit T positions and every token the vocabulary. Errors are one line.
+// row must fit eval_positions() and every token the vocabulary. Errors are one line, and their
+// advice is one the model accepts: no --seq beyond its context.
 inline std::vector<EvalExample> load_eval_examples(const TrainOptions& opt, const GPTConfig& config) {
     std::unique_ptr<Tokenizer> tokenizer;
     try {
@@ -47,13 +63,7 @@ inline std::vector<EvalExample> load_eval_examples(const TrainOptions& opt, cons
     std::vector<EvalExample> examples = load_hellaswag(opt.eval_file, tokenizer.get());
     if (opt.eval_examples > 0 && size_t(opt.eval_examples) < examples.size()) examples.resize(opt.eval_examples);
     const std::string where = "--eval " + opt.eval_file + ": ";
-    int longest = 0;
-    const EvalExample* longest_example = nullptr;
     for (const EvalExample& e : examples) {
-        if (e.longest_row() > longest) {
-            longest = e.longest_row();
-            longest_example = &e;
-        }
         std::vector<const std::vector<int>*> parts = {&e.context};
         for (const std::vector<int>& ending : e.endings) parts.push_back(&ending);
         for (const std::vector<int>* tokens : parts)
@@ -62,22 +72,74 @@ inline std::vector<EvalExample> load_eval_examples(const TrainOptions& opt, cons
                     throw Error(where + "example " + std::to_string(e.line) + " holds token " + std::to_string(t) +
                                 ", not below the model's vocabulary of " + std::to_string(config.vocab_size));
     }
-    // A row of L tokens takes L - 1 positions: the last token is only predicted.
-    if (longest - 1 > opt.seq)
-        throw Error(where + "example " + std::to_string(longest_example->line) + " is " + std::to_string(longest) +
-                    " tokens long (context and ending), longer than --seq " + std::to_string(opt.seq) +
-                    " allows (" + std::to_string(opt.seq + 1) + "); use --seq " + std::to_string(longest - 1) +
-                    " or more" + (longest - 1 > config.max_seq_len ? ", a model with a longer context," : "") +
-                    " or --eval-examples to stop before it");
+    auto first_longer_than = [&](int positions) {
+        return std::find_if(examples.begin(), examples.end(),
+                            [&](const EvalExample& e) { return e.longest_row() - 1 > positions; });
+    };
+    // "example 33 is 304 tokens long (context and ending), longer than X allows (65)"
+    auto too_long = [&](std::vector<EvalExample>::const_iterator e, const std::string& limit, int positions) {
+        return where + "example " + std::to_string(e->line) + " is " + std::to_string(e->longest_row()) +
+               " tokens long (context and ending), longer than " + limit + " allows (" +
+               std::to_string(positions + 1) + ")";
+    };
+    // The examples before the first that does not fit: what --eval-examples can keep.
+    auto or_stop_before = [&](std::vector<EvalExample>::const_iterator e) {
+        const auto before = e - examples.cbegin();
+        return before > 0 ? ", or --eval-examples " + std::to_string(before) + " to stop before it" : std::string();
+    };
+    const auto beyond_context = first_longer_than(config.max_seq_len);
+    if (beyond_context != examples.end())
+        throw Error(too_long(beyond_context, "the model's context of " + std::to_string(config.max_seq_len),
+                             config.max_seq_len) +
+                    "; use a model with a longer context" + or_stop_before(beyond_context));
+    const int positions = eval_positions(opt, config);
+    const auto beyond_seq = first_longer_than(positions);
+    if (beyond_seq != examples.end())
+        throw Error(too_long(beyond_seq, "--seq " + std::to_string(positions), positions) + "; use --seq " +
+                    std::to_string(positions_needed(examples)) + " or more" + or_stop_before(beyond_seq));
     return examples;
 }
 
+// A line every ~10 s while an evaluation alone runs (HellaSwag's 10,042 examples take minutes on
+// a CPU), none for one that ends sooner; it goes to stdout, not to the log. The times are passed
+// to line(), so that a test need not wait.
+class EvalProgress {
+  public:
+    explicit EvalProgress(size_t total, double every_seconds = 10, FILE* out = stdout)
+        : total_(total), every_(every_seconds), next_(every_seconds), out_(out) {}
+    // "eval       2400 of 10042 examples in 10 s, about 32 s to go", or "" when the last line
+    // is less than every_seconds old.
+    std::string line(size_t done, double seconds) {
+        if (seconds < next_ || done == 0) return "";
+        next_ = seconds + every_;
+        char text[128];
+        std::snprintf(text, sizeof(text), "eval       %zu of %zu examples in %.0f s, about %.0f s to go", done,
+                      total_, seconds, seconds * double(total_ - done) / double(done));
+        return text;
+    }
+    // Prints line(done, the seconds since construction), if any.
+    void report(size_t done) {
+        const std::string text =
+            line(done, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+        if (text.empty()) return;
+        std::fprintf(out_, "%s\n", text.c_str());
+        std::fflush(out_);
+    }
+
+  private:
+    size_t total_;
+    double every_, next_;
+    FILE* out_;
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 // The mean loss over the tokens of each ending of this process's examples (example i on rank
 // i mod world): means[i][k] for ending k; the other processes' examples stay empty. Every row
-// must fit the model's T positions (load_eval_examples checks it first).
+// must fit the model's T positions (load_eval_examples checks it first). `progress`, if any, hears
+// after each forward how many of this process's examples are done.
 template <class S>
 std::vector<std::vector<double>> ending_mean_losses(GPT<S>& model, const std::vector<EvalExample>& examples,
-                                                    int rank, int world) {
+                                                    int rank, int world, EvalProgress* progress = nullptr) {
     const int B = model.max_batch();
     // Positions per row: the longest row's, not the model's T (HellaSwag's rows are about 100
     // tokens; at T = 1024 the rest would be padding). The same on every process.
@@ -98,6 +160,7 @@ std::vector<std::vector<double>> ending_mean_losses(GPT<S>& model, const std::ve
         for (size_t k = 0; k < examples[i].endings.size(); ++k) rows.push_back({i, int(k)});
 
     std::vector<std::vector<double>> means(examples.size());
+    size_t done = 0;  // examples whose every ending is scored
     std::vector<int> inputs(size_t(B) * T), targets(size_t(B) * T);
     for (size_t first = 0; first < rows.size(); first += size_t(B)) {
         const int n = static_cast<int>(std::min(rows.size() - first, size_t(B)));
@@ -124,16 +187,19 @@ std::vector<std::vector<double>> ending_mean_losses(GPT<S>& model, const std::ve
             double sum = 0;
             for (size_t j = 0; j < count; ++j) sum += losses[begin + j];
             means[row.example].push_back(sum / double(count));
+            done += means[row.example].size() == e.endings.size();
         }
+        if (progress) progress->report(done);
     }
     return means;
 }
 
 template <class S, class Parallel>
-HellaSwagResult evaluate_hellaswag(GPT<S>& model, const std::vector<EvalExample>& examples, Parallel& parallel) {
+HellaSwagResult evaluate_hellaswag(GPT<S>& model, const std::vector<EvalExample>& examples, Parallel& parallel,
+                                   EvalProgress* progress = nullptr) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<std::vector<double>> means =
-        ending_mean_losses(model, examples, parallel.rank(), parallel.world());
+        ending_mean_losses(model, examples, parallel.rank(), parallel.world(), progress);
     int64_t correct = 0;
     for (size_t i = 0; i < examples.size(); ++i)
         if (!means[i].empty()) correct += lowest_mean_loss(means[i]) == examples[i].label;
@@ -157,12 +223,14 @@ int evaluate_only(const TrainOptions& opt) {
     std::vector<std::string> notes;
     const Checkpoint start = path.empty() ? Checkpoint{} : load_model_file(path, &notes);
     const GPTConfig config = path.empty() ? config_by_name(opt.model) : start.config;
-    if (opt.seq > config.max_seq_len)
+    if (opt.given("--seq") && opt.seq > config.max_seq_len)
         throw Error("--seq " + std::to_string(opt.seq) + " is longer than the model's context (" +
                     std::to_string(config.max_seq_len) + " for " + config.describe() + ")");
     const std::vector<EvalExample> examples = load_eval_examples(opt, config);
-    check_memory<S>(config, opt.batch, opt.seq, 1, parallel.get());
-    GPT<S> model(config, opt.batch, opt.seq, 1, parallel.get());
+    // Built for the longest row, not the whole context: HellaSwag's rows are about 100 tokens.
+    const int T = positions_needed(examples);
+    check_memory<S>(config, opt.batch, T, 1, parallel.get());
+    GPT<S> model(config, opt.batch, T, 1, parallel.get());
     model.set_parameters(path.empty() ? init_parameters(config, opt.seed) : start.params);
     std::printf("stage      %s on %s\n", S::name, S::device_description().c_str());
     std::printf("model      %s from %s\n", config.describe().c_str(),
@@ -173,7 +241,8 @@ int evaluate_only(const TrainOptions& opt) {
                 opt.batch);
     std::fflush(stdout);
     Logger log(opt.log);
-    const HellaSwagResult r = evaluate_hellaswag(model, examples, *parallel);
+    EvalProgress progress(examples.size());
+    const HellaSwagResult r = evaluate_hellaswag(model, examples, *parallel, &progress);
     log.hellaswag(-1, r.accuracy(), r.correct, r.examples, r.seconds);
     return 0;
 }

@@ -4,7 +4,8 @@
 #   1. alone, on a model at its initialisation, from JSON Lines: about one in four right;
 #   2. during training, from llm.c's binary format: the accuracy rises, and goes to the log;
 #   3. alone on the saved weights, from JSON Lines: exactly the accuracy the run logged last;
-#   4. broken files and options: one clear line each.
+#   4. alone without --seq, rows as long as the model's context: not limited by the training's --seq;
+#   5. broken files and options: one clear line each, whose advice the model accepts.
 #   cmake -DMAKE_INPUTS=<make_hellaswag_inputs> -DTRAIN=<train> -DDATA=<data dir> -DOUT=<scratch> -P hellaswag_eval.cmake
 file(REMOVE_RECURSE "${OUT}")
 file(MAKE_DIRECTORY "${OUT}")
@@ -57,7 +58,14 @@ if(NOT again STREQUAL after)
   message(FATAL_ERROR "the saved weights, from JSON Lines, give ${again}; the run logged ${after} from llm.c's file:\n${saved}")
 endif()
 
-# expect_error(<text the error must hold> <args>...)
+# mid.jsonl's 4th example is about 80 tokens long: more than the CPU trainer's default --seq 64,
+# within tiny's context of 128; an evaluation alone without --seq takes it (the last --model wins).
+run(mid --model tiny --eval "${OUT}/mid.jsonl")
+if(NOT mid MATCHES "4 examples" OR NOT mid MATCHES "hellaswag  accuracy")
+  message(FATAL_ERROR "tiny's context holds every example of mid.jsonl:\n${mid}")
+endif()
+
+# expect_error(<text the error must hold> <args>...): the error in ${error}.
 function(expect_error expected)
   execute_process(COMMAND "${TRAIN}" ${common} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   string(STRIP "${err}" err)
@@ -66,11 +74,27 @@ function(expect_error expected)
     message(FATAL_ERROR "train ${ARGN}: expected one line of error with '${expected}', got (exit ${rc}):\n${err}")
   endif()
   message(STATUS "ok: ${err}")
+  set(error "${err}" PARENT_SCOPE)
 endfunction()
 expect_error("bad magic" --eval "${OUT}/bad_magic.bin")
 expect_error("truncated" --eval "${OUT}/truncated.bin")
 expect_error("5 endings; 1 to 4 are possible" --eval "${OUT}/five_endings.jsonl")
-expect_error("longer than --seq 64 allows" --eval "${OUT}/long.jsonl")
+# Too long for micro's context of 64: no --seq can help, given or not.
+string(CONCAT beyond_context "longer than the model's context of 64 allows (65); use a model with a longer "
+                             "context, or --eval-examples 32 to stop before it")
+expect_error("${beyond_context}" --eval "${OUT}/long.jsonl")
+set(first "${error}")
+expect_error("${beyond_context}" --eval "${OUT}/long.jsonl" --seq 32)
+if("${first}${error}" MATCHES "--seq [0-9]+ or more")
+  message(FATAL_ERROR "no --seq holds this example in micro's context:\n${first}\n${error}")
+endif()
+# A --seq given is honoured, and the --seq advised is one tiny's context of 128 holds.
+expect_error("longer than --seq 70 allows (71); use --seq" --model tiny --seq 70 --eval "${OUT}/mid.jsonl")
+string(REGEX MATCH "use --seq ([0-9]+) or more, or --eval-examples 3 to stop before it" advice "${error}")
+if(NOT advice OR CMAKE_MATCH_1 GREATER 128)
+  message(FATAL_ERROR "the advice should be a --seq of at most 128, or --eval-examples 3:\n${error}")
+endif()
+expect_error("--seq 200 is longer than the model's context (128" --model tiny --seq 200 --eval "${OUT}/mid.jsonl")
 expect_error("--eval-every 5 needs --eval FILE" --eval-every 5)
 expect_error("not found" --eval "${OUT}/missing.bin")
 message(STATUS "ok: HellaSwag from ${at_init} at initialisation to ${after} after 20 steps, the same from both formats")

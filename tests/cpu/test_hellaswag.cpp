@@ -1,12 +1,16 @@
 // HellaSwag's two file formats (data/hellaswag.h): llm.c's binary eval file read back as written,
 // JSON Lines encoded as llm.c encodes them, the answer a model picks, and one line of error for
 // every broken file: a wrong magic or version, every truncation, more than 4 endings, a label
-// outside the endings, an empty context or ending, bytes after the last example.
+// outside the endings, an empty context or ending, bytes after the last example. Labels written as
+// strings of digits (the Hugging Face copy) are read; an example too long for the model gets
+// advice the model accepts; an evaluation alone reports its progress.
 //
 // Inputs, from the environment (ctest sets them): GPT_DATA_DIR (gpt2/), GPT_TEST_OUT (scratch).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -14,6 +18,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/reference_stage.h"
@@ -23,6 +28,7 @@
 #include "model/params.h"
 #include "testing/reference_case.h"
 #include "train/eval_hellaswag.h"
+#include "train/options.h"
 #include "util/error.h"
 #include "util/file.h"
 
@@ -174,6 +180,14 @@ TEST(HellaSwag, BrokenJsonLinesAreNamed) {
               "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings");
     EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": -1}"),
               "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings");
+    // A string label is read only when it is a whole number in decimal digits.
+    for (const char* label : {"\"2\"", "\"x\"", "\"1.0\"", "\" 1\"", "\"-1\"", "\"1e0\"", "\"0x1\"",
+                              "\"99999999999999999999\"", "true", "null", "[0]"})
+        EXPECT_EQ(bad(std::string("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": ") + label + "}"),
+                  "HellaSwag file " + at + "\"label\" is not the index of one of its 2 endings")
+            << label;
+    EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": [\"a\", \"b\"], \"label\": \"\"}"),
+              "HellaSwag file " + at + "\"label\" is empty (the test split has no answers: use the validation split)");
     EXPECT_EQ(bad("{\"ctx\": \"c\", \"endings\": \"a\", \"label\": 0}"),
               "HellaSwag file " + at + "\"endings\" is not a list of strings");
     EXPECT_EQ(bad("{\"ctx\": \"\", \"endings\": [\"a\"], \"label\": 0}"), "HellaSwag file " + at + "the context is empty");
@@ -182,6 +196,65 @@ TEST(HellaSwag, BrokenJsonLinesAreNamed) {
     EXPECT_EQ(error_of(write("empty.jsonl", "\n \n"), &tokenizer()).find("neither llm.c's eval file"),
               std::string("HellaSwag file " + scratch_path("empty.jsonl") + ": ").size());
     EXPECT_NE(error_of(write("no_tokenizer.jsonl", ok), nullptr).find("encoded with the GPT-2 tokenizer, which was not found"), std::string::npos);
+}
+
+// The Hugging Face copy of HellaSwag writes the label as a string: "label": "1".
+TEST(HellaSwag, LabelsWrittenAsDigitsAreRead) {
+    for (const auto& [label, index] : std::vector<std::pair<std::string, int>>{{"1", 1}, {"03", 3}, {"0", 0}}) {
+        const std::string path =
+            write("string_label.jsonl",
+                  "{\"ctx\": \"c\", \"endings\": [\"a\", \"b\", \"c\", \"d\"], \"label\": \"" + label + "\"}\n");
+        EXPECT_EQ(load_hellaswag(path, &tokenizer()).at(0).label, index) << label;
+    }
+}
+
+// An example too long for the model gets advice the model accepts (micro's context: 64
+// positions): no --seq beyond the context; --eval-examples only when examples come before it.
+TEST(HellaSwag, TooLongExamplesGetAdviceTheModelAccepts) {
+    const GPTConfig micro = config_by_name("micro");
+    TrainOptions opt = default_options(false);
+    opt.tokenizer_dir = scratch_path("no_tokenizer");  // llm.c's file needs none
+    opt.eval_file = scratch_path("too_long.bin");
+    auto error = [&](const std::vector<EvalExample>& examples) -> std::string {
+        write_hellaswag_bin(opt.eval_file, examples);
+        try {
+            load_eval_examples(opt, micro);
+        } catch (const Error& e) {
+            return e.what();
+        }
+        return "";
+    };
+    EvalExample fits;
+    fits.context = {1, 2, 3};
+    fits.endings = {{4}, {5}};
+    EvalExample beyond = fits, within = fits;
+    beyond.context.assign(70, 7);  // 71 tokens: 70 positions
+    within.context.assign(40, 7);  // 41 tokens: 40 positions
+    const std::string where = "--eval " + opt.eval_file + ": ";
+    EXPECT_EQ(error({beyond, fits}), where + "example 1 is 71 tokens long (context and ending), longer than the "
+                                             "model's context of 64 allows (65); use a model with a longer context");
+    EXPECT_EQ(error({fits, within, beyond}),
+              where + "example 3 is 71 tokens long (context and ending), longer than the model's context of 64 "
+                      "allows (65); use a model with a longer context, or --eval-examples 2 to stop before it");
+    EXPECT_EQ(error({fits, within}), "");  // alone, without --seq: the model's context
+    // During training the limit is the training's --seq.
+    opt.eval_every = 5;
+    opt.seq = 32;
+    EXPECT_EQ(error({fits, within}), where + "example 2 is 41 tokens long (context and ending), longer than --seq "
+                                             "32 allows (33); use --seq 40 or more, or --eval-examples 1 to stop "
+                                             "before it");
+    EXPECT_EQ(error({fits, within, beyond}).find(where + "example 3 is 71 tokens long"), 0u);
+}
+
+// An evaluation alone is never silent for long: a line every 10 s (none before), with an estimate.
+TEST(HellaSwag, ProgressIsALineEveryTenSeconds) {
+    EvalProgress progress(10042);
+    EXPECT_EQ(progress.line(40, 0.5), "");
+    EXPECT_EQ(progress.line(800, 9.9), "");
+    EXPECT_EQ(progress.line(1004, 10.0), "eval       1004 of 10042 examples in 10 s, about 90 s to go");
+    EXPECT_EQ(progress.line(1100, 19.9), "");
+    EXPECT_EQ(progress.line(2100, 20.4), "eval       2100 of 10042 examples in 20 s, about 77 s to go");
+    EXPECT_EQ(progress.line(2200, 21), "");
 }
 
 TEST(HellaSwag, TheLowestMeanLossIsTheAnswer) {
@@ -241,9 +314,20 @@ TEST(HellaSwag, BatchedMeansAreThoseOfEachRowAlone) {
     }
 
     for (size_t i = 0; i < examples.size(); ++i) examples[i].label = lowest_mean_loss(means[i]);
-    const HellaSwagResult all_right = evaluate_hellaswag(batched, examples, batched.parallel());
+    // With a line every 0 s: one after each forward but the first, which completes no example.
+    FILE* out = std::tmpfile();
+    ASSERT_NE(out, nullptr);
+    EvalProgress every_forward(examples.size(), 0, out);
+    const HellaSwagResult all_right = evaluate_hellaswag(batched, examples, batched.parallel(), &every_forward);
     EXPECT_EQ(all_right.correct, 5);
     EXPECT_EQ(all_right.examples, 5);
+    std::rewind(out);
+    std::string printed(4096, '\0');
+    printed.resize(std::fread(printed.data(), 1, printed.size(), out));
+    std::fclose(out);
+    EXPECT_EQ(std::count(printed.begin(), printed.end(), '\n'), 5) << printed;
+    EXPECT_EQ(printed.rfind("eval       5 of 5 examples in "), printed.find_last_of('\n', printed.size() - 2) + 1)
+        << printed;
 }
 
 }  // namespace

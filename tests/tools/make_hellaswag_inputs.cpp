@@ -2,7 +2,9 @@
 // formats: OUT_DIR/learnable.jsonl and OUT_DIR/learnable.bin hold the same examples, whose right
 // ending is how a sentence of TEXT goes on and whose wrong endings are strings of random letters,
 // so that a model that has learned a little English gets them right, and one at its
-// initialisation about one in four. Besides them, files each broken in one way.
+// initialisation about one in four. Besides them, files each broken in one way, and the same
+// examples followed by one too long for a small model (long.jsonl), and 3 of them followed by one
+// too long for --seq 64 (mid.jsonl).
 //
 //   make_hellaswag_inputs TEXT TOKENIZER_DIR OUT_DIR [EXAMPLES]
 #include <cstdio>
@@ -99,11 +101,20 @@ int main(int argc, char** argv) {
         write(dir + "/bad_magic.bin", bad);
         write(dir + "/truncated.bin", bin.substr(0, bin.size() - 7));
         write(dir + "/five_endings.jsonl", jsonl + line("A fifth ending.", {"a", "b", "c", "d", "e"}, 0, count));
-        std::string long_context;
-        for (int k = 0; k < 200; ++k) long_context += "and then it went on ";
-        write(dir + "/long.jsonl", jsonl + line(long_context, {"x", "y", "z", "w"}, 1, count));
+        // A last example of about 1000 tokens (more than any small model's context); and one of
+        // about 80 (more than the CPU trainer's default --seq 64, less than tiny's context 128)
+        // after 3 examples only: rows of 80 take seconds through tiny on a CPU.
+        auto repeated = [](int times) {
+            std::string s;
+            for (int k = 0; k < times; ++k) s += "and then it went on ";
+            return s;
+        };
+        write(dir + "/long.jsonl", jsonl + line(repeated(200), {"x", "y", "z", "w"}, 1, count));
+        size_t third_line_end = 0;
+        for (int k = 0; k < 3; ++k) third_line_end = jsonl.find('\n', third_line_end) + 1;
+        write(dir + "/mid.jsonl", jsonl.substr(0, third_line_end) + line(repeated(16), {"x", "y", "z", "w"}, 1, 3));
         std::printf("wrote %s/learnable.{jsonl,bin} (%d examples), bad_magic.bin, truncated.bin, "
-                    "five_endings.jsonl, long.jsonl\n", dir.c_str(), count);
+                    "five_endings.jsonl, long.jsonl, mid.jsonl\n", dir.c_str(), count);
         return 0;
     } catch (const gpt::Error& e) {
         std::fprintf(stderr, "error: %s\n", e.what());
