@@ -30,32 +30,35 @@ long long step_of_line(const std::string& line) {
 
 }  // namespace
 
-Logger::Logger(const std::string& path, int steps_taken) : path_(path) {
+Logger::Logger(const std::string& path, bool continues) : path_(path) {
     if (path.empty()) return;
-    if (steps_taken < 0) {
-        open(O_TRUNC);
-        return;
-    }
-    std::string kept;
+    open(continues ? O_APPEND : O_TRUNC);  // opened now: a path that cannot be written fails first
+}
+
+int Logger::drop_lines_after(int steps_taken) {
     std::error_code ec;
-    if (std::filesystem::is_regular_file(path, ec)) {
-        std::istringstream lines(read_regular_file(path, "--log"));
-        std::string line;
-        while (std::getline(lines, line)) {
-            if (step_of_line(line) >= steps_taken) {
-                ++dropped_;
-                continue;
-            }
-            kept += line + "\n";
+    if (!jsonl_ || !std::filesystem::is_regular_file(path_, ec)) return 0;
+    std::string kept;
+    int dropped = 0;
+    std::istringstream lines(read_regular_file(path_, "--log"));
+    std::string line;
+    while (std::getline(lines, line)) {
+        // A line without its newline was cut short by the end of the process that wrote it.
+        if (step_of_line(line) >= steps_taken || lines.eof()) {
+            dropped += !line.empty();
+            continue;
         }
-        if (dropped_ > 0) {  // whole or not at all: the log of the steps before stays
-            require_writable_path(path, "--log");
-            ReplacingFile file(path, "--log");
-            file.write(kept);
-            file.commit();
-        }
+        kept += line + "\n";
     }
+    if (dropped == 0) return 0;
+    // Whole or not at all: the log of the steps before stays, whatever happens now.
+    std::fclose(jsonl_);
+    jsonl_ = nullptr;
+    ReplacingFile file(path_, "--log");
+    file.write(kept);
+    file.commit();
     open(O_APPEND);
+    return dropped;
 }
 
 void Logger::open(int mode) {

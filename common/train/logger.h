@@ -21,10 +21,11 @@ class Logger {
   public:
     // Opens (creates or truncates) the JSON Lines file now, so that a path that cannot be
     // written fails before training starts; empty path: stdout only.
-    // With steps_taken >= 0, a resumed run's log: the file as the run left it up to that many
-    // steps (the lines of later steps, logged after its checkpoint was saved, are dropped), then
-    // appended to.
-    explicit Logger(const std::string& jsonl_path, int steps_taken = -1);
+    // `continues`: a resumed run's log, appended to (drop_lines_after() first).
+    explicit Logger(const std::string& jsonl_path, bool continues = false);
+    // The log as its run was when it saved the checkpoint of `steps_taken` steps: the lines of
+    // later steps (logged after that save, by a run that then failed) dropped. Returns how many.
+    int drop_lines_after(int steps_taken);
     ~Logger();
     Logger(const Logger&) = delete;
     Logger& operator=(const Logger&) = delete;
@@ -38,15 +39,12 @@ class Logger {
     void event(const std::string& type, const std::string& json_fields);
 
     static std::string json_string(const std::string& s);
-    // Lines of later steps that the constructor of a resumed run dropped.
-    int dropped_lines() const { return dropped_; }
 
   private:
     void open(int mode);  // O_TRUNC or O_APPEND
     void write_line(const std::string& line);  // throws gpt::Error on a write error (disk full)
     std::string path_;
     FILE* jsonl_ = nullptr;
-    int dropped_ = 0;
 };
 
 }  // namespace gpt

@@ -188,6 +188,22 @@ inline InjectedFault injected_fault(int world) {
 template <class S, class Parallel>
 int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& model_holder);
 
+// The value of `option` in the run a checkpoint carries ("" if it has none).
+inline std::string saved_option(const Checkpoint& checkpoint, const std::string& option) {
+    for (const auto& [name, value] : checkpoint.run.options)
+        if (name == option) return value;
+    return "";
+}
+
+// Two spellings of one file ("run/s.jsonl", "./run/s.jsonl"), whether it exists yet or not.
+inline bool same_file(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return false;
+    std::error_code ec1, ec2;
+    if (std::filesystem::equivalent(a, b, ec1)) return true;
+    const auto ca = std::filesystem::weakly_canonical(a, ec1), cb = std::filesystem::weakly_canonical(b, ec2);
+    return !ec1 && !ec2 && ca == cb;
+}
+
 // A path as a shell reads it back: quoted only where it needs to be.
 inline std::string shell_quoted(const std::string& s) {
     if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./=+:,@%-") ==
@@ -200,7 +216,7 @@ inline std::string shell_quoted(const std::string& s) {
 
 // The command that continues a run saved in `checkpoint`: its options come with it.
 inline std::string resume_command(const TrainOptions& opt, const std::string& checkpoint) {
-    return opt.program + " --resume " + shell_quoted(checkpoint);
+    return shell_quoted(opt.program) + " --resume " + shell_quoted(checkpoint);
 }
 
 // Before step 1, the files the run will write against the free space of their file systems, so
@@ -251,19 +267,24 @@ inline void check_free_space(const TrainOptions& opt, const GPTConfig& config, i
 
 // A save that failed (a full disk, a folder removed during the run) must not lose the weights:
 // they go to the same file name in the temporary directory ($TMPDIR, else /tmp), or else in the
-// current one. Returns what the error adds: where they are and how to go on.
+// current one, with a number added where a file of that name is already there (never replaced).
+// Returns what the error adds: where they are and how to go on.
 inline std::string keep_elsewhere(const TrainOptions& opt, const Checkpoint& c) {
     namespace fs = std::filesystem;
     const std::string name = fs::path(opt.save).filename().string();
-    std::vector<std::string> places;
+    std::vector<fs::path> folders;
     std::error_code ec;
     const fs::path tmp = fs::temp_directory_path(ec);
-    if (!ec) places.push_back((tmp / name).string());
-    places.push_back(name);
+    if (!ec) folders.push_back(tmp);
+    folders.push_back(".");
     std::string failures;
-    for (const std::string& place : places) {
-        std::error_code e1, e2;
-        if (fs::weakly_canonical(place, e1) == fs::weakly_canonical(opt.save, e2)) continue;
+    for (const fs::path& folder : folders) {
+        if (same_file(folder.string(), fs::path(opt.save).parent_path().empty()
+                                           ? "."
+                                           : fs::path(opt.save).parent_path().string()))
+            continue;  // where the save just failed
+        std::string place = (folder / name).string();
+        for (int n = 1; fs::exists(place, ec) && n < 100; ++n) place = (folder / (name + "." + std::to_string(n))).string();
         try {
             require_writable_path(place, "checkpoint");
             save_checkpoint(place, c);
@@ -353,15 +374,11 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     }
     if (opt.stop_after > 0 && opt.save.empty())
         throw Error("--stop-after " + std::to_string(opt.stop_after) + " needs --save (the checkpoint to resume from)");
-    // A resumed run goes on with the log its run was writing (the lines of steps after the
-    // checkpoint dropped); another --log starts a new one.
-    int log_continues_after = -1;
-    if (!opt.resume.empty() && !opt.log.empty() && rank == 0) {
-        const Checkpoint saved = load_checkpoint_header(opt.resume);
-        for (const auto& [name, value] : saved.run.options)
-            if (name == "--log" && value == opt.log) log_continues_after = saved.step;
-    }
-    Logger log(rank == 0 ? opt.log : "", log_continues_after);
+    // A resumed run goes on with the log its run was writing (its lines of steps after the
+    // checkpoint are dropped once the run has passed every check); another --log starts anew.
+    const bool log_continues = rank == 0 && !opt.resume.empty() && !opt.log.empty() &&
+                               same_file(saved_option(load_checkpoint_header(opt.resume), "--log"), opt.log);
+    Logger log(rank == 0 ? opt.log : "", log_continues);
 
     // Model: a checkpoint's config wins over --model.
     Checkpoint start;
@@ -459,6 +476,8 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     }
     if (world > 1) check_same_weights(model, parallel, 0);
 
+    const int log_lines_dropped = log_continues ? log.drop_lines_after(start.step) : 0;
+
     // MFU of this device: the FLOPs of the tokens it processes in a step.
     const double flops_per_step = flops_per_token(config, opt.seq) * double(step_tokens) / world;
     const double peak = S::peak_flops();
@@ -488,16 +507,20 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
                 opt.warmup, opt.min_lr_frac);
     if (!fit_note.empty()) std::printf("memory     %s\n", fit_note.c_str());
     if (!opt.resume.empty()) {
-        std::printf("resume     %s: step %d of %d, with the options of its run%s\n", opt.resume.c_str(), start.step,
-                    opt.steps, opt.notes.empty() ? "" : " except those given again:");
+        // A version 2 checkpoint carries only the numbers of its header (train/options.h).
+        std::printf("resume     %s: step %d of %d, with %s%s\n", opt.resume.c_str(), start.step, opt.steps,
+                    start.run.options.empty()
+                        ? "its run's batch, schedule, optimizer and seed (an older checkpoint: data, --save, --log "
+                          "and the rest are this command's)"
+                        : "the options of its run",
+                    opt.notes.empty() ? "" : ", except those given again:");
         for (const std::string& note : opt.notes) std::printf("resume     %s\n", note.c_str());
     }
-    if (log_continues_after >= 0)
-        std::printf("log        %s goes on after step %d%s\n", opt.log.c_str(), log_continues_after,
-                    log.dropped_lines() > 0
-                        ? (" (" + std::to_string(log.dropped_lines()) +
-                           (log.dropped_lines() == 1 ? " line" : " lines") +
-                           " of later steps, logged after the checkpoint was saved, dropped)").c_str()
+    if (log_continues)
+        std::printf("log        %s goes on after step %d%s\n", opt.log.c_str(), start.step,
+                    log_lines_dropped > 0
+                        ? (" (" + std::to_string(log_lines_dropped) + (log_lines_dropped == 1 ? " line" : " lines") +
+                           " after the checkpoint, logged by the run before it ended, dropped)").c_str()
                         : "");
     if (!val_note.empty()) std::printf("val        %s\n", val_note.c_str());
     // Mistakes that would only show as a run that learns nothing.
@@ -580,7 +603,7 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
             const std::string what = e.what();
             if (what.find("is nan") != std::string::npos || what.find("is inf") != std::string::npos)
                 throw Error(what + " (" + divergence_hint(opt, ckpt_path) + ")");
-            if (const int sig = signal_during_save(); sig != 0 && stop_request.signal() == 0) {
+            if (const int sig = signal_during_save(); sig != 0 && stop_request.active() && stop_request.signal() == 0) {
                 // Ctrl-C while saving asks to stop, not to lose the step: save again, then stop.
                 stop_request.request(sig);
                 save_checkpoint(opt.save, c);  // a second signal now ends the run with the error
@@ -590,6 +613,8 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
                 throw Error(what + "; " + keep_elsewhere(opt, c));
             }
         }
+        // A signal that came after the save's last look at it still asks the run to stop.
+        if (const int sig = signal_during_save(); sig != 0) stop_request.request(sig);
         std::printf("saved      %s (step %d)\n", opt.save.c_str(), steps_taken);
         std::fflush(stdout);
     };

@@ -265,7 +265,9 @@ TrainOptions parse_options(int argc, char** argv, const TrainOptions& defaults, 
     TrainOptions o = defaults;
     help = parse_onto(o, argc, argv);
     if (help) return o;
-    check_combinations(o);
+    if (!o.init.empty() && !o.resume.empty()) throw Error("options --init and --resume exclude each other");
+    // A resumed run's combinations include the options its checkpoint carries (resume_options).
+    if (o.resume.empty()) check_combinations(o);
     return o;
 }
 

@@ -27,6 +27,8 @@ class StopRequest {
     StopRequest(const StopRequest&) = delete;
     StopRequest& operator=(const StopRequest&) = delete;
 
+    // Whether signals stop the run here (one process), or keep their default.
+    bool active() const { return catcher_ != nullptr; }
     // The signal that asked the run to stop (SIGINT or SIGTERM), 0 if none did.
     int signal() const { return requested_; }
     const char* signal_name() const { return requested_ == SIGTERM ? "SIGTERM" : "SIGINT"; }
@@ -36,16 +38,22 @@ class StopRequest {
     }
 
   private:
-    // Async-signal-safe: a flag, a write(2), and for the second signal the default action.
+    // Async-signal-safe: a flag, sigaction(2), write(2) and raise(3).
     static void on_signal(int sig) {
-        if (requested_ != 0) {
-            ::signal(sig, SIG_DFL);
+        struct sigaction action = {};
+        sigemptyset(&action.sa_mask);
+        if (requested_ != 0) {  // the second: what the signal does by default, at once
+            action.sa_handler = SIG_DFL;
+            sigaction(sig, &action, nullptr);
             ::raise(sig);
             return;
         }
         requested_ = sig;
-        static const char kText[] =
-            "\nstopping after this step (saving it with --save); press Ctrl-C again to stop at once\n";
+        // Ctrl-C in `./train | tee out.txt` also ends tee: a print to the closed pipe must not
+        // end the run before it saves (a write then fails quietly instead).
+        action.sa_handler = SIG_IGN;
+        sigaction(SIGPIPE, &action, nullptr);
+        static const char kText[] = "\nstopping after the step under way (a second signal stops at once)\n";
         const ssize_t ignored = ::write(STDOUT_FILENO, kText, sizeof(kText) - 1);
         (void)ignored;
     }

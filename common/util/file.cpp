@@ -123,7 +123,8 @@ FreeSpace free_space_for(const std::string& path) {
 std::string size_text(uint64_t bytes) {
     char buf[32];
     const double b = static_cast<double>(bytes);
-    if (b < 1e6) std::snprintf(buf, sizeof(buf), "%.0f kB", std::max(1.0, b / 1e3));
+    if (b < 1e3) std::snprintf(buf, sizeof(buf), "%.0f bytes", b);
+    else if (b < 1e6) std::snprintf(buf, sizeof(buf), "%.0f kB", b / 1e3);
     else if (b < 1e9) std::snprintf(buf, sizeof(buf), "%.0f MB", b / 1e6);
     else std::snprintf(buf, sizeof(buf), "%.1f GB", b / 1e9);
     return buf;

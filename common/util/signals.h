@@ -12,6 +12,7 @@ class CatchStopSignals {
     explicit CatchStopSignals(void (*handler)(int)) {
         struct sigaction action = {};
         action.sa_handler = handler;
+        action.sa_flags = SA_RESTART;  // a read or write under way goes on instead of failing (EINTR)
         sigemptyset(&action.sa_mask);
         sigaction(SIGINT, &action, &old_int_);
         sigaction(SIGTERM, &action, &old_term_);

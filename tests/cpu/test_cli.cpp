@@ -292,6 +292,19 @@ TEST(TrainOptions, ResumeTakesTheSavedRunsOptions) {
     EXPECT_EQ(std::tie(q.batch, q.seq, q.total_batch, q.steps, q.warmup, q.lr, q.seed),
               std::tie(v2.batch, v2.seq, static_cast<const long long&>(102LL), v2.steps, v2.warmup, v2.lr, v2.seed));
 
+    // What a resumed run combines includes what its checkpoint carries: --eval-every alone is
+    // fine when the run had --eval (checked by resume_options, not by parse_options).
+    run.eval_file = "hellaswag.jsonl";
+    run.eval_every = 10;
+    RunState with_eval = saved;
+    with_eval.options = carried_options(run);
+    Args eval_every({"--resume", "x", "--eval-every", "5"});
+    bool help = false;
+    EXPECT_NO_THROW(parse_options(eval_every.argc(), eval_every.argv(), defaults, help));
+    EXPECT_EQ(resume_options(eval_every.argc(), eval_every.argv(), defaults, with_eval).eval_every, 5);
+    EXPECT_EQ(error_of([&] { resume_options(eval_every.argc(), eval_every.argv(), defaults, saved); }),
+              "--eval-every 5 needs --eval FILE, the HellaSwag examples");
+
     RunState odd = saved;
     odd.options.emplace_back("--colour", "blue");
     EXPECT_EQ(error_of([&] { resume_options(alone.argc(), alone.argv(), defaults, odd); }),

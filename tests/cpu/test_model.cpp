@@ -340,6 +340,7 @@ TEST(Checkpoint, VersionTwoIsStillRead) {
 // the command that continues from there.
 TEST(Checkpoint, FailedSaveKeepsTheWeightsElsewhere) {
     const std::string dir = temp_dir() + "/keep_elsewhere";
+    fs::remove_all(dir);
     fs::create_directories(dir);
     const char* old_tmpdir = std::getenv("TMPDIR");
     const std::string saved_tmpdir = old_tmpdir ? old_tmpdir : "";
@@ -354,6 +355,12 @@ TEST(Checkpoint, FailedSaveKeepsTheWeightsElsewhere) {
     EXPECT_EQ(text, "the weights of step 17 are kept in " + dir + "/run.ckpt instead; continue with: ./train "
                     "--resume " + dir + "/run.ckpt");
     EXPECT_EQ(load_checkpoint(dir + "/run.ckpt").params, ck.params);
+    // A file of that name already there is not replaced: the next save takes another name.
+    setenv("TMPDIR", dir.c_str(), 1);
+    const std::string second = keep_elsewhere(opt, ck);
+    if (old_tmpdir) setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+    else unsetenv("TMPDIR");
+    EXPECT_NE(second.find("kept in " + dir + "/run.ckpt.1 instead"), std::string::npos) << second;
 }
 
 TEST(Checkpoint, RefusesToSaveNonFiniteValues) {

@@ -55,7 +55,7 @@ import profile_trace  # noqa: E402  (next to this file; standard library only)
 
 PROG = "gpt2_reference"
 SHARD_MAGIC, SHARD_VERSION = 20240520, 1
-CKPT_MAGIC, CKPT_VERSION = 20261122, 2
+CKPT_MAGIC, CKPT_VERSIONS = 20261122, (2, 3)  # 3 adds the run's options after the header
 HEADER_INTS = 256  # both file kinds start with 256 int32 = 1024 bytes
 HEADER_BYTES = HEADER_INTS * 4
 
@@ -256,7 +256,7 @@ def load_checkpoint(path):
     header = np.fromfile(path, dtype="<i4", count=HEADER_INTS)
     if header[0] != CKPT_MAGIC:
         raise InputError(f"{where}: bad magic {header[0]} (not a checkpoint)")
-    if header[1] != CKPT_VERSION:
+    if header[1] not in CKPT_VERSIONS:
         raise InputError(f"{where}: unsupported version {header[1]}")
     try:
         cfg = config_from_header(*(int(v) for v in header[2:7]))
@@ -266,16 +266,20 @@ def load_checkpoint(path):
     n = num_params(cfg)
     if count != n or step < 0 or has_opt not in (0, 1):
         raise InputError(f"{where}: header does not match its own config (corrupt)")
-    expected = HEADER_BYTES + n * 4 * (3 if has_opt else 1)
+    # Version 3: word 41 holds the bytes of the run's options, which follow the header (skipped here).
+    options_bytes = int(header[41]) if header[1] == 3 else 0
+    if not 0 <= options_bytes <= 1 << 20:
+        raise InputError(f"{where}: header word 41 (bytes of the run's options) is {options_bytes} (corrupt)")
+    expected = HEADER_BYTES + options_bytes + n * 4 * (3 if has_opt else 1)
     if size != expected:
         raise InputError(f"{where}: size {size} bytes, expected {expected} (truncated or corrupt)")
-    payload = np.fromfile(path, dtype=np.uint8, offset=HEADER_BYTES)
+    after_header = np.fromfile(path, dtype=np.uint8, offset=HEADER_BYTES)
     stored = int(header[10]) & 0xFFFFFFFF
     hashed_header = header.copy()
-    hashed_header[10] = 0  # the hash covers the header with its own word taken as 0, then the payload
-    if fnv1a32(payload, fnv1a32(hashed_header.view(np.uint8))) != stored:
+    hashed_header[10] = 0  # the hash covers the header with its own word taken as 0, then every byte after it
+    if fnv1a32(after_header, fnv1a32(hashed_header.view(np.uint8))) != stored:
         raise InputError(f"{where}: checksum mismatch (corrupt)")
-    floats = torch.from_numpy(payload.view("<f4").astype(np.float32))
+    floats = torch.from_numpy(after_header[options_bytes:].view("<f4").astype(np.float32))
     params = floats[:n]
     m = floats[n: 2 * n] if has_opt else None
     v = floats[2 * n:] if has_opt else None

@@ -96,13 +96,17 @@ def make_params(cfg, seed, scheme=True):
     return np.concatenate(parts)
 
 
-def write_checkpoint(path, cfg, params, step=0, m=None, v=None):
+def write_checkpoint(path, cfg, params, step=0, m=None, v=None, options=None):
+    """A version 2 checkpoint, or with `options` (the run's, NUL-separated bytes) a version 3 one."""
     payload = params.astype("<f4").tobytes()
     if m is not None:
         payload += m.astype("<f4").tobytes() + v.astype("<f4").tobytes()
     header = np.zeros(256, dtype="<i4")
-    header[:10] = [20261122, 2, cfg["maxT"], cfg["V"], cfg["L"], cfg["H"], cfg["C"], step,
-                   1 if m is not None else 0, params.size]
+    header[:10] = [20261122, 2 if options is None else 3, cfg["maxT"], cfg["V"], cfg["L"], cfg["H"], cfg["C"],
+                   step, 1 if m is not None else 0, params.size]
+    if options is not None:
+        header[41] = len(options)
+        payload = options + payload
     # the hash covers the header (its own word 10 still 0) and then the payload
     header[10] = np.array([fnv1a(header.tobytes() + payload)], dtype="<u4").view("<i4")[0]
     with open(path, "wb") as f:
@@ -315,7 +319,8 @@ class ReferenceTest(unittest.TestCase):
         m = (self.rng.normal(0, 1e-3, n)).astype(np.float32)
         v = (m.astype(np.float64) ** 2 + self.rng.uniform(1e-8, 1e-6, n)).astype(np.float32)
         ckpt = self.path("resume.ckpt")
-        write_checkpoint(ckpt, SMALL, params, step=4, m=m, v=v)
+        # as the trainers write it: version 3, the run's options after the header
+        write_checkpoint(ckpt, SMALL, params, step=4, m=m, v=v, options=b"--steps\x006\x00--lr\x000.003\x00")
         out_p, out_g = self.path("p.bin"), self.path("g.bin")
         B, T, steps, lr = 2, 8, 6, 3e-3
         res = self.train(ckpt, shard, "--resume", "--lr", lr, "--params-out", out_p, "--grads-out", out_g,
