@@ -272,6 +272,7 @@ inline void check_free_space(const TrainOptions& opt, const GPTConfig& config, i
 inline std::string keep_elsewhere(const TrainOptions& opt, const Checkpoint& c) {
     namespace fs = std::filesystem;
     const std::string name = fs::path(opt.save).filename().string();
+    const fs::path save_folder = fs::path(opt.save).parent_path().empty() ? "." : fs::path(opt.save).parent_path();
     std::vector<fs::path> folders;
     std::error_code ec;
     const fs::path tmp = fs::temp_directory_path(ec);
@@ -279,10 +280,7 @@ inline std::string keep_elsewhere(const TrainOptions& opt, const Checkpoint& c) 
     folders.push_back(".");
     std::string failures;
     for (const fs::path& folder : folders) {
-        if (same_file(folder.string(), fs::path(opt.save).parent_path().empty()
-                                           ? "."
-                                           : fs::path(opt.save).parent_path().string()))
-            continue;  // where the save just failed
+        if (same_file(folder.string(), save_folder.string())) continue;  // where the save just failed
         std::string place = (folder / name).string();
         for (int n = 1; fs::exists(place, ec) && n < 100; ++n) place = (folder / (name + "." + std::to_string(n))).string();
         try {
