@@ -40,6 +40,8 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
              tests/bench/step_breakdown.py: from those, where one step's time goes per stage;
              tests/bench/roofline.py: every op against the copy and GEMM roofs;
              then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends;
+             then stages 00 and 02's row kernels beside their first versions, a thread per row
+             (bench_stageNN --variants yes: kernels/first_versions_stageNN.json);
              then one step of PyTorch's "compile + vocab padded" under torch.profiler and
              tests/bench/step_breakdown_vs_torch.py: stage 05 beside it (profile/)
   ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU;
@@ -361,6 +363,22 @@ attention_stages() {  # stage 02's materialised attention and stage 03's flash a
     echo "${out:-none}"
 }
 
+# Stage 00's row kernels (LayerNorm, the causal softmax, the classifier) beside their first
+# versions, a thread per row (tests/bench/first_versions.cuh; docs/00_fp32_baseline.md, "The first
+# version"), at B = 16, in kernels/first_versions_stageNN.json. Prints (for a DETAIL) what it
+# wrote or why not; the command and its output go to its log.
+first_versions_bench() {  # stage [seconds cap]
+    local n=$1 exe="$BUILD/stages/bench_stage$1"
+    [[ -x "$exe" ]] || { echo "; bench_stage$n is not built"; return 1; }
+    if capped "${2:-120}" run "$LOGS/first_versions_stage$n.log" "$exe" --batch 16 --variants yes \
+        --ops '^(LayerNorm|Attention|Classifier) ' --json "$OUT/kernels/first_versions_stage$n.json" >/dev/null; then
+        echo ", kernels/first_versions_stage$n.json"
+    else
+        echo "; bench_stage$n --variants yes failed or was stopped (logs/first_versions_stage$n.log)"
+        return 1
+    fi
+}
+
 phase_kernels() {
     local n exe rc bad=0 done=0
     mkdir -p "$OUT/kernels"
@@ -399,6 +417,9 @@ phase_kernels() {
     else
         bad=$((bad + 1)) && echo "  tests/bench/attention.py failed (logs/attention.log)"
     fi
+    for n in $STAGES; do
+        [[ $n == 00 || $n == 02 ]] && breakdown+=$(first_versions_bench "$n")
+    done
     # Stage 05 beside PyTorch's compiled step: one step of the ladder's "compile + vocab padded"
     # entry under torch.profiler, then the page (a figure too: it fails nothing). An earlier run's
     # profile and page go first: they must not be paired with this run's kernel benchmark.
@@ -740,6 +761,10 @@ quick_kernels() {
         fi
     else
         bad=$((bad + 1)) DETAIL+="; attention.py not run (no time left)"
+    fi
+    # Stage 00's row kernels beside their first versions (a measurement the chapters wait for).
+    if [[ " $STAGES " == *" 00 "* ]] && ((DEADLINE - SECONDS >= 40)); then
+        DETAIL+=$(first_versions_bench 00 30) || bad=$((bad + 1))
     fi
     # The figures from what was measured (they fail nothing).
     if ((measured > 0 && DEADLINE - SECONDS >= 10)); then

@@ -46,6 +46,18 @@ __device__ inline float block_max(float v, float* shared) {
     return warp_max(v);
 }
 
+// The online softmax's running pair over a stream of values x: m, the largest so far, and
+// s = sum exp(x - m) over them, rescaled whenever m grows. Start from m = -FLT_MAX, s = 0 (not
+// m = -inf: a value of -inf would then make x - m = -inf - (-inf) = NaN; this way it adds 0).
+// One exp and no branch: if x is the new maximum, exp(m - x) rescales the sum so far (0 at first);
+// otherwise exp(x - m) is x's own term. Pairs of several threads combine as
+// sum of s · exp(m - max of m): a thread that saw nothing adds 0.
+__device__ inline void online_max_sum_add(float& m, float& s, float x) {
+    const float e = expf(-fabsf(x - m));
+    s = x > m ? s * e + 1.0f : s + e;
+    m = fmaxf(m, x);
+}
+
 inline unsigned ceil_div(size_t n, unsigned d) { return static_cast<unsigned>((n + d - 1) / d); }
 
 // *out += the sum of f(x[i]) over n elements (the losses of a batch; squares of the gradients).

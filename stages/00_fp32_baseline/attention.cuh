@@ -3,12 +3,14 @@
 //     q, k, v  = split qkv[B,T,3C] into heads, each [B,NH,T,HS]
 //     att      = softmax_causal(q · kᵀ / sqrt(HS))      [B,NH,T,T], saved for backward
 //     y        = att · v                                 [B,NH,T,HS], merged back to [B,T,C]
-// The two products are batched matmuls (one per batch and head); the softmax is one thread
-// per row. Stage 03 replaces all of this with one fused kernel that never stores att.
+// The two products are batched matmuls (one per batch and head); the softmax is a warp per
+// row. Stage 03 replaces all of this with one fused kernel that never stores att.
 #pragma once
+#include <cfloat>
 #include <cmath>
 
 #include "cuda/backend.cuh"
+#include "cuda/reduce.cuh"
 
 namespace gpt::stage00 {
 
@@ -36,43 +38,77 @@ __global__ void rows_from_heads_kernel(Act* dst, int row_stride, const Act* src,
     if (i < size_t(B) * NH * T * HS) dst[row_offset_of_head_element(i, row_stride, T, NH, HS)] = src[i];
 }
 
-// In place on one row of scores per thread: row t keeps columns 0..t (the past and itself),
-// softmax over them in float, and zeros above the diagonal so that att · v can be one
-// ordinary matmul over all T columns.
+// ---- the causal softmax: a warp per row ---------------------------------------------------------
+// The first version anyone writes gives each row to one thread (tests/bench/first_versions.cuh
+// keeps it, as a benchmark variant): neighbouring threads then read addresses T apart and every
+// load touches a different 32-byte sector. Here the 32 lanes of a warp share a row and read it
+// side by side, so each load of the warp is one contiguous stretch. Both kernels are
+// memory-bound: each reads its rows' lower triangle twice (the second time mostly from the L1 or
+// L2 cache: a row is 4 KiB at T = 1024 in fp32) and writes the whole square.
+
+constexpr int kSoftmaxWarps = 8;  // warps per block: rows per block
+
+// In place on row r = (b, h, t) of the scores: row t keeps columns 0..t (the past and itself),
+// softmax over them in float, and zeros above the diagonal so that att · v can be one ordinary
+// matmul over all T columns. The maximum and the sum come from one pass (the online softmax:
+// each lane keeps its running maximum m and s = sum exp(x - m), rescaled when m grows).
 template <class Act>
-__global__ void causal_softmax_forward_kernel(Act* att, int rows, int T) {
-    const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
-    const int t = r % T;
+__global__ void __launch_bounds__(32 * kSoftmaxWarps) causal_softmax_forward_kernel(Act* att, int rows, int T) {
+    const int r = blockIdx.x * kSoftmaxWarps + threadIdx.x / 32;
+    if (r >= rows) return;  // the whole warp: the shuffles below need all 32 lanes
+    const int lane = threadIdx.x % 32, t = r % T;
     Act* a = att + size_t(r) * T;
-    float maxv = -INFINITY;
-    for (int j = 0; j <= t; ++j) maxv = fmaxf(maxv, to_float(a[j]));
-    float sum = 0.0f;
-    for (int j = 0; j <= t; ++j) sum += expf(to_float(a[j]) - maxv);
-    const float inv = 1.0f / sum;
-    for (int j = 0; j <= t; ++j) a[j] = from_float<Act>(expf(to_float(a[j]) - maxv) * inv);
-    for (int j = t + 1; j < T; ++j) a[j] = from_float<Act>(0.0f);
+    float m = -FLT_MAX, s = 0.0f;  // the lane's maximum and sum (cuda::online_max_sum_add)
+#pragma unroll 4  // 4 loads in flight, not one: the body has no branch that would keep them apart
+    for (int j = lane; j <= t; j += 32) cuda::online_max_sum_add(m, s, to_float(a[j]));
+    // Each lane's sum rescaled to the row's maximum; a lane that saw no score (t < 31) adds 0.
+    const float row_max = cuda::warp_max(m);
+    const float inv = 1.0f / cuda::warp_sum(s * expf(m - row_max));
+    for (int j = lane; j <= t; j += 32) a[j] = from_float<Act>(expf(to_float(a[j]) - row_max) * inv);
+    for (int j = t + 1 + lane; j < T; j += 32) a[j] = from_float<Act>(0.0f);
 }
 
 // d(scores) = att * (d(att) - sum_j att_j * d(att)_j), in place over d(att); zero above the
-// diagonal (those scores were masked, they get no gradient).
+// diagonal (those scores were masked, they get no gradient). datt and att are never the same
+// memory: __restrict__ lets the compiler move the second pass's loads ahead of its stores.
 template <class Act>
-__global__ void causal_softmax_backward_kernel(Act* datt, const Act* att, int rows, int T) {
-    const int r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= rows) return;
-    const int t = r % T;
+__global__ void __launch_bounds__(32 * kSoftmaxWarps)
+    causal_softmax_backward_kernel(Act* __restrict__ datt, const Act* __restrict__ att, int rows, int T) {
+    const int r = blockIdx.x * kSoftmaxWarps + threadIdx.x / 32;
+    if (r >= rows) return;  // the whole warp: warp_sum needs all 32 lanes
+    const int lane = threadIdx.x % 32, t = r % T;
     const Act* a = att + size_t(r) * T;
     Act* d = datt + size_t(r) * T;
     float dot = 0.0f;
-    for (int j = 0; j <= t; ++j) dot += to_float(a[j]) * to_float(d[j]);
-    for (int j = 0; j <= t; ++j) d[j] = from_float<Act>(to_float(a[j]) * (to_float(d[j]) - dot));
-    for (int j = t + 1; j < T; ++j) d[j] = from_float<Act>(0.0f);
+    for (int j = lane; j <= t; j += 32) dot += to_float(a[j]) * to_float(d[j]);
+    dot = cuda::warp_sum(dot);
+    for (int j = lane; j <= t; j += 32) d[j] = from_float<Act>(to_float(a[j]) * (to_float(d[j]) - dot));
+    for (int j = t + 1 + lane; j < T; j += 32) d[j] = from_float<Act>(0.0f);
 }
 
-// The two products run with the stage's matmul arithmetic (ctx.matmul_compute), like Matmul.
-struct MaterializedAttention {
-    static constexpr const char* source = __FILE__;
+// The launches, for MaterializedAttentionWith below: rows = B·NH·T rows of T scores.
+struct WarpPerRowSoftmax {
+    template <class Act>
+    static void forward(cudaStream_t stream, Act* att, int rows, int T) {
+        if (rows == 0) return;  // a grid of no blocks is a launch error
+        causal_softmax_forward_kernel<<<cuda::ceil_div(rows, kSoftmaxWarps), 32 * kSoftmaxWarps, 0, stream>>>(
+            att, rows, T);
+        LAUNCH_CHECK();
+    }
+    template <class Act>
+    static void backward(cudaStream_t stream, Act* datt, const Act* att, int rows, int T) {
+        if (rows == 0) return;
+        causal_softmax_backward_kernel<<<cuda::ceil_div(rows, kSoftmaxWarps), 32 * kSoftmaxWarps, 0, stream>>>(
+            datt, att, rows, T);
+        LAUNCH_CHECK();
+    }
+};
 
+// The two products run with the stage's matmul arithmetic (ctx.matmul_compute), like Matmul.
+// `Softmax` launches the causal softmax (WarpPerRowSoftmax; the benchmark also runs the first
+// version, one thread per row).
+template <class Softmax>
+struct MaterializedAttentionWith {
     // Saved for backward: att, B x NH x T x T.
     static size_t saved_bytes(size_t B, size_t T, size_t, size_t NH, size_t act_bytes) {
         return B * NH * T * T * act_bytes;
@@ -97,8 +133,7 @@ struct MaterializedAttention {
         ctx.gemm.gemm(ctx.stream, math, false, true, T, T, HS, scale, q, HS, k, HS, 0.0f, att, T, B * NH,
                       (long long)T * HS, (long long)T * HS, (long long)T * T);
         const int rows = B * NH * T;
-        causal_softmax_forward_kernel<<<cuda::ceil_div(rows, 256), 256, 0, ctx.stream>>>(att, rows, T);
-        LAUNCH_CHECK();
+        Softmax::forward(ctx.stream, att, rows, T);
         ctx.gemm.gemm(ctx.stream, math, false, false, T, HS, T, 1.0f, att, T, v, HS, 0.0f, y, HS, B * NH,
                       (long long)T * T, (long long)T * HS, (long long)T * HS);
         rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, C, y, B, T, NH, HS);
@@ -123,8 +158,7 @@ struct MaterializedAttention {
         ctx.gemm.gemm(ctx.stream, math, true, false, T, HS, T, 1.0f, att, T, dy, HS, 0.0f, dv, HS, B * NH, tt, th, th);
         // through the softmax
         const int rows = B * NH * T;
-        causal_softmax_backward_kernel<<<cuda::ceil_div(rows, 256), 256, 0, ctx.stream>>>(datt, att, rows, T);
-        LAUNCH_CHECK();
+        Softmax::backward(ctx.stream, datt, att, rows, T);
         // through scores = q · kᵀ · scale
         const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
         ctx.gemm.gemm(ctx.stream, math, false, false, T, HS, T, scale, datt, T, k, HS, 0.0f, dq, HS, B * NH, tt, th, th);
@@ -148,6 +182,10 @@ struct MaterializedAttention {
             LAUNCH_CHECK();
         }
     }
+};
+
+struct MaterializedAttention : MaterializedAttentionWith<WarpPerRowSoftmax> {
+    static constexpr const char* source = __FILE__;
 };
 
 }  // namespace gpt::stage00

@@ -4,8 +4,8 @@
 // online softmax: a running maximum, the sum rescaled whenever it grows), keeps the log-sum-exp
 // (one float per row) and reads the row again to write the gradient over it:
 //
-//   bytes per logit, bf16   stage 00: 3 reads (max, sum, probs) + fp32 probs written and read back
-//                                     + the gradient: 6 + 4 + 4 + 2 = 16 B, 2 launches
+//   bytes per logit, bf16   stage 00: 2 reads (max and sum, probs) + fp32 probs written and read
+//                                     back + the gradient: 4 + 4 + 4 + 2 = 14 B, 2 launches
 //                           stage 04: 2 reads + the gradient: 4 + 2 = 6 B (the second read is
 //                                     mostly from L2), 1 launch, no probability buffer
 //

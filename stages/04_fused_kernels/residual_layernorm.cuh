@@ -1,146 +1,79 @@
-// Stage 04: LayerNorm as one warp per row, fused with the residual add before it (forward) and
-// with its parameter gradients (backward).
-//
-// Stage 00 gave each row to one thread: neighbouring threads read addresses C apart, so every
-// load touched a different 32-byte sector and the kernels ran at a few percent of the memory
-// bandwidth. Here the 32 lanes of a warp share a row and read it in 16-byte packs (8 bf16 or
-// 4 floats), side by side; both passes are memory-bound, so what counts is the bytes moved
+// Stage 04: each residual add fused with the LayerNorm after it (forward), and LayerNorm's three
+// gradients in one kernel (backward). Stage 00's LayerNorm already gives each row a warp and
+// reads it in 16-byte packs; what changes here is how many times the data crosses memory
 // (a = sizeof(Act)):
 //
 //   forward   unfused: Residual reads a, b and writes the residual (3·a·N·C); LayerNorm reads
-//             the residual back and writes out (2·a·N·C). Fused: the sum is stored and
-//             normalised while it is still in registers, 4·a·N·C: one read of the residual
-//             saved (25 MB per call for d12 in bf16 at B·T = 16384), and one launch.
-//   backward  unfused: the input gradient reads dout, x and dinp and writes dinp (4·a·N·C), then
-//             the parameter gradients read dout and x from memory again (2·a·N·C). Fused: one
-//             kernel sums dweight and dbias on its way through the rows, 4·a·N·C. A lane keeps
-//             its packs of x and dout in registers from its first pass over a row to the second
-//             (rows up to 768 wide in bf16), so the kernel reads each of them once; a longer row
-//             is read again, from the L1/L2 cache. Predicted, not measured: within 15% of the
-//             copy bandwidth for its bytes (101 MB per call at C = 768, B·T = 16384: 0.033 ms at
-//             the 3,012 GB/s of docs/results/2026-11-23_h100, at most 0.039 ms).
+//             the residual back and writes out (2·a·N·C). Fused: stage 00's kernel, given rows
+//             that are made (a + b, rounded to Act) and stored as it first reads them, normalises
+//             the sum while it is still in registers, 4·a·N·C: one read of the residual saved
+//             (25 MB per call for d12 in bf16 at B·T = 16384), and one launch.
+//   backward  unfused (stage 00): the input gradient reads dout, x and dinp and writes dinp
+//             (4·a·N·C), then the parameter gradients read dout and x from memory again
+//             (2·a·N·C). Fused: one kernel sums dweight and dbias on its way through the rows,
+//             4·a·N·C. A lane keeps its packs of x and dout in registers from its first pass over
+//             a row to the second (rows up to 768 wide in bf16), so the kernel reads each of them
+//             once; a longer row is read again, from the L1/L2 cache. Predicted, not measured:
+//             within 15% of the copy bandwidth for its bytes (101 MB per call at C = 768,
+//             B·T = 16384: 0.033 ms at the 3,012 GB/s of docs/results/2026-11-23_h100, at most
+//             0.039 ms).
 //
-// The arithmetic is stage 00's: mean first, then the mean of squared deviations (biased), in
-// float, eps = stage00::kLayerNormEps; the backward ADDS into dinp, dweight and dbias.
+// The arithmetic is stage 00's; the backward ADDS into dinp, dweight and dbias.
 //
-//   forward   residual_layernorm_forward_kernel   [residual = a + b,] out, mean, rstd   a warp per row
-//   backward  layernorm_backward_kernel           dinp +=, dweight +=, dbias +=          a warp per row,
-//                                                                                      a block many rows
+//   forward   stage00::layernorm_forward_kernel  residual = a + b, out, mean, rstd   a warp per row
+//             with ResidualRows
+//   backward  layernorm_backward_kernel          dinp +=, dweight +=, dbias +=      a warp per row,
+//                                                                                 a block many rows
 #pragma once
 #include <algorithm>
 #include <string>
 
-#include "../00_fp32_baseline/layernorm.cuh"  // kLayerNormEps
+#include "../00_fp32_baseline/layernorm.cuh"
 #include "cuda/backend.cuh"
-#include "cuda/exercise.cuh"
 #include "cuda/reduce.cuh"
 #include "util/error.h"
 
 namespace gpt::stage04 {
 
-constexpr int kWarps = 8;  // warps per block; in the forward, rows per block
-constexpr int kThreads = 32 * kWarps;
-// Packs (16 bytes when vectorised) per lane held in registers across a kernel's passes. The
-// forward keeps its row there (C up to 1024 in bf16, 512 in float; longer rows are read again).
-// The backward keeps there the column sums of dweight and dbias (2·kVec floats a pack: 64
-// registers for 4 packs in bf16) and, for rows of up to kBackwardCachedPacks packs a lane, the
-// row's x and dout too (C up to 768 in bf16: GPT-2 124M's width). Two blocks of 256 threads fit
-// on an SM at up to 128 registers a thread: both at 4 packs would take 190 on sm_90 and halve
-// the warps an SM holds, at 3 they take 128 (ptxas -v; docs/04_fused_kernels.md has the table).
-constexpr int kForwardCachedPacks = 4;
+using stage00::for_each_pack;
+using stage00::kThreads;
+using stage00::kWarps;
+
+// Packs per lane held in registers by the backward: the column sums of dweight and dbias
+// (2·kVec floats a pack: 64 registers for 4 packs in bf16) and, for rows of up to
+// kBackwardCachedPacks packs a lane, the row's x and dout too (C up to 768 in bf16: GPT-2 124M's
+// width). Two blocks of 256 threads fit on an SM at up to 128 registers a thread: both at 4 packs
+// would take 190 on sm_90 and halve the warps an SM holds, at 3 they take 128 (ptxas -v;
+// docs/04_fused_kernels.md has the table).
 constexpr int kBackwardSummedPacks = 4;
 constexpr int kBackwardCachedPacks = 3;
 
-// Calls f(k, i) for the packs i = lane + 32·k of a row that this lane handles: neighbouring
-// lanes, neighbouring packs, so each access of the warp is one contiguous stretch (512 bytes in
-// 16-byte packs), and a lane gets the same packs in every pass and every row. With kUnrolled > 0
-// the loop is unrolled, k is a constant and arrays indexed by k live in registers (the row must
-// then have at most 32·kUnrolled packs); with kUnrolled == 0 it walks a row of any length.
-template <int kUnrolled, class F>
-__device__ inline void for_each_pack(int lane, int packs, F&& f) {
-    if constexpr (kUnrolled > 0) {
-#pragma unroll
-        for (int k = 0; k < kUnrolled; ++k)
-            if (lane + 32 * k < packs) f(k, lane + 32 * k);
-    } else {
-#pragma unroll 1  // one pack at a time: other warps hide the latency (unrolled, it spilled)
-        for (int i = lane; i < packs; i += 32) f(0, i);
-    }
-}
-
 // ---- forward ------------------------------------------------------------------------------------
 
-// One warp per row: x = a (plain LayerNorm) or x = a + b rounded to Act and stored to `residual`
-// (kWithResidual); out = (x - mean) * rstd * weight + bias, with mean and rstd saved. The row is
-// normalised as it is stored, rounding included, so the backward (which reads the stored
-// residual) sees the same x. No __syncthreads: a warp whose row is past N just leaves.
-template <class Act, int kVec, int kCached, bool kWithResidual>
-__global__ void __launch_bounds__(kThreads)
-    residual_layernorm_forward_kernel(Act* residual, Act* out, float* mean, float* rstd, const Act* a,
-                                      const Act* b, const Act* weight, const Act* bias, int N, int C) {
-    using P = Pack<Act, kVec>;
-    // What the exercise below uses ([[maybe_unused]]: while it is a stub, nothing does).
-    [[maybe_unused]] const int lane = threadIdx.x % 32;
-    const int n = blockIdx.x * kWarps + threadIdx.x / 32;
-    if (n >= N) return;  // the whole warp: warp_sum below needs all 32 lanes
-    const size_t row = size_t(n) * C;
-    [[maybe_unused]] const int packs = C / kVec;  // packs of kVec elements (16 bytes when kVec > 1)
-    // Without a cache each pass reads the row again: the stored residual (this lane wrote those
-    // very packs in pass 1, so it reads its own writes) or the input.
-    [[maybe_unused]] P cache[kCached > 0 ? kCached : 1];
-    [[maybe_unused]] const Act* x = kWithResidual ? residual + row : a + row;
+// The rows stage 00's LayerNorm forward reads, made on the way: x = a + b, rounded to Act and
+// stored to `residual` as each pack is first read. A later pass reads the stored residual back
+// (this lane wrote those very packs, so it reads its own writes); the backward reads it too, so
+// it sees the same x, rounding included.
+template <class Act>
+struct ResidualRows {
+    Act* residual;
+    const Act* a;
+    const Act* b;
 
-    // EXERCISE BEGIN stage04.warp_layernorm TESTS Kernels.LayerNormForward|Slots.ResidualLayerNormForward|Model.Step0LossAndGradients|Model.LossCurveMatchesPyTorch|Model.FullSizeCurveMatchesPyTorch|Model.CachedGenerationMatchesTheFullForward|Model.MasterWeightsStayFp32|Model.GradientAccumulation|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu|Model.EvaluationLossesMatchTheCpu|Model.CapturedStepMatchesUncaptured|Model.CapturedStepInChunksMatchesUncaptured|Model.PaddedRowsStayZero
-    // Pass 1: the row (adding and storing the residual on the way) and its sum.
-    float sum = 0.0f;
-    for_each_pack<kCached>(lane, packs, [&](int k, int i) {
-        P v;
-        if constexpr (kWithResidual) {
-            const P pa = load_pack<P>(a + row, i), pb = load_pack<P>(b + row, i);
+    template <int kVec>
+    __device__ void read(size_t row, int i, Pack<Act, kVec>& v) const {
+        using P = Pack<Act, kVec>;
+        const P pa = load_pack<P>(a + row, i), pb = load_pack<P>(b + row, i);
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) v.v[j] = from_float<Act>(to_float(pa.v[j]) + to_float(pb.v[j]));
-            store_pack(residual + row, i, v);
-        } else {
-            v = load_pack<P>(a + row, i);
-        }
-        if constexpr (kCached > 0) cache[k] = v;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) sum += to_float(v.v[j]);
-    });
-    const float m = cuda::warp_sum(sum) / C;
-
-    // Pass 2: the variance from squared deviations (not E[x²] - m², which cancels badly).
-    float sq = 0.0f;
-    for_each_pack<kCached>(lane, packs, [&](int k, int i) {
-        P v;
-        if constexpr (kCached > 0) v = cache[k];
-        else v = load_pack<P>(x, i);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-            const float d = to_float(v.v[j]) - m;
-            sq += d * d;
-        }
-    });
-    const float s = rsqrtf(cuda::warp_sum(sq) / C + stage00::kLayerNormEps);
-
-    // Pass 3: normalise, scale and shift.
-    for_each_pack<kCached>(lane, packs, [&](int k, int i) {
-        P v;
-        if constexpr (kCached > 0) v = cache[k];
-        else v = load_pack<P>(x, i);
-        const P w = load_pack<P>(weight, i), bb = load_pack<P>(bias, i);
-        P o;
-#pragma unroll
-        for (int j = 0; j < kVec; ++j)
-            o.v[j] = from_float<Act>((to_float(v.v[j]) - m) * s * to_float(w.v[j]) + to_float(bb.v[j]));
-        store_pack(out + row, i, o);
-    });
-    if (lane == 0) {
-        mean[n] = m;
-        rstd[n] = s;
+        for (int j = 0; j < kVec; ++j) v.v[j] = from_float<Act>(to_float(pa.v[j]) + to_float(pb.v[j]));
+        store_pack(residual + row, i, v);
     }
-    // EXERCISE END
-}
+    template <int kVec>
+    __device__ void read_again(size_t row, int i, Pack<Act, kVec>& v) const {
+        v = load_pack<Pack<Act, kVec>>(residual + row, i);
+    }
+    bool aligned() const { return aligned16(residual) && aligned16(a) && aligned16(b); }
+};
 
 // ---- backward -----------------------------------------------------------------------------------
 
@@ -149,13 +82,13 @@ __global__ void __launch_bounds__(kThreads)
 // neighbouring floats (32 different banks) instead of floats kVec apart.
 __device__ inline int partial_slot(int i, int j, int packs) { return j * packs + i; }
 
-// One kernel for all three gradients, each row of dout and x read from memory once:
-//   dinp[n,c]  += rstd · (g - mean_c(g) - xhat · mean_c(g · xhat)),  g = dout · weight, xhat = (x - mean) · rstd
+// One kernel for all three gradients, each row of dout and x read from memory once: stage 00's
+// input gradient (its two passes over a row: add_row_sums, then add_input_gradient), with
 //   dweight[c] += Σ_n dout · xhat,   dbias[c] += Σ_n dout
-// Each warp takes rows n, n + 8·gridDim.x, ... and the grid is only as large as fits on the GPU
-// at once, so a block sees many rows: the column sums build up in the block (registers, then
-// shared memory) and reach global memory with one atomicAdd per column per block, not per row.
-// A row's own sums (the mean_c) need only its warp, since mean and rstd come saved from the forward.
+// summed in pass 1. Each warp takes rows n, n + 8·gridDim.x, ... and the grid is only as large
+// as fits on the GPU at once, so a block sees many rows: the column sums build up in the block
+// (registers, then shared memory) and reach global memory with one atomicAdd per column per
+// block, not per row.
 // __launch_bounds__(kThreads, 2): two blocks an SM, so at most 128 registers a thread; a
 // compiler that needs more must spill (which ptxas reports) rather than halve the warps quietly.
 template <class Act, int kVec, int kSummed, bool kCached>
@@ -193,16 +126,15 @@ __global__ void __launch_bounds__(kThreads, 2)
         // Pass 1: the row's two sums for dinp, and the columns' sums for dweight and dbias.
         float g_sum = 0.0f, gx_sum = 0.0f;
         for_each_pack<kSummed>(lane, packs, [&](int k, int i) {
-            const P x = load_pack<P>(inp + row, i), d = load_pack<P>(dout + row, i), w = load_pack<P>(weight, i);
+            const P x = load_pack<P>(inp + row, i), d = load_pack<P>(dout + row, i);
             if constexpr (kCached) {
                 x_cache[k] = x;
                 d_cache[k] = d;
             }
+            stage00::add_row_sums(g_sum, gx_sum, x, d, load_pack<P>(weight, i), m, s);
 #pragma unroll
             for (int j = 0; j < kVec; ++j) {
-                const float xhat = (to_float(x.v[j]) - m) * s, dj = to_float(d.v[j]), g = dj * to_float(w.v[j]);
-                g_sum += g;
-                gx_sum += g * xhat;
+                const float xhat = (to_float(x.v[j]) - m) * s, dj = to_float(d.v[j]);
                 if constexpr (kSummed > 0) {
                     sum_dw[k][j] += dj * xhat;
                     sum_db[k][j] += dj;
@@ -216,25 +148,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const float g_mean = cuda::warp_sum(g_sum) / C, gx_mean = cuda::warp_sum(gx_sum) / C;
 
         // Pass 2: add this branch's gradient into dinp (it already holds the residual stream's).
-        // Without the cache, x and dout are read again, from L1/L2 (the warp has just read them).
-        for_each_pack<kSummed>(lane, packs, [&](int k, int i) {
-            P x, d;
-            if constexpr (kCached) {
-                x = x_cache[k];
-                d = d_cache[k];
-            } else {
-                x = load_pack<P>(inp + row, i);
-                d = load_pack<P>(dout + row, i);
-            }
-            const P w = load_pack<P>(weight, i);
-            P dx = load_pack<P>(dinp + row, i);
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) {
-                const float xhat = (to_float(x.v[j]) - m) * s, g = to_float(d.v[j]) * to_float(w.v[j]);
-                dx.v[j] = from_float<Act>(to_float(dx.v[j]) + s * (g - g_mean - xhat * gx_mean));
-            }
-            store_pack(dinp + row, i, dx);
-        });
+        stage00::add_input_gradient<kSummed, kCached>(dinp, inp, dout, weight, row, lane, packs, x_cache, d_cache, m,
+                                                      s, g_mean, gx_mean);
     }
 
     if constexpr (kSummed > 0) {
@@ -256,23 +171,6 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 // ---- host side ----------------------------------------------------------------------------------
-
-// 16-byte packs need every row on a 16-byte boundary: the base pointers aligned (aligned16,
-// common/cuda/types.cuh), C a multiple of the pack.
-template <bool kWithResidual, class Act>
-void launch_layernorm_forward(cudaStream_t stream, Act* residual, Act* out, float* mean, float* rstd, const Act* a,
-                              const Act* b, const Act* weight, const Act* bias, int N, int C) {
-    if (N == 0) return;  // a grid of 0 blocks is a launch error
-    constexpr int kVec = 16 / sizeof(Act);
-    const bool packed = C % kVec == 0 && aligned16(residual) && aligned16(out) && aligned16(a) && aligned16(b) &&
-                        aligned16(weight) && aligned16(bias);
-    const auto kernel = !packed ? residual_layernorm_forward_kernel<Act, 1, 0, kWithResidual>
-                        : C <= 32 * kVec * kForwardCachedPacks
-                            ? residual_layernorm_forward_kernel<Act, kVec, kForwardCachedPacks, kWithResidual>
-                            : residual_layernorm_forward_kernel<Act, kVec, 0, kWithResidual>;
-    kernel<<<cuda::ceil_div(N, kWarps), kThreads, 0, stream>>>(residual, out, mean, rstd, a, b, weight, bias, N, C);
-    LAUNCH_CHECK();
-}
 
 template <class Act>
 void launch_layernorm_backward(cudaStream_t stream, Act* dinp, float* dweight, float* dbias, const Act* dout,
@@ -296,14 +194,14 @@ void launch_layernorm_backward(cudaStream_t stream, Act* dinp, float* dweight, f
     LAUNCH_CHECK();
 }
 
+// Stage 00's forward (a warp per row), the fused backward.
 struct LayerNorm {
     static constexpr const char* source = __FILE__;
 
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, float* mean, float* rstd, const Act* inp,
                         const Act* weight, const Act* bias, int N, int C) {
-        launch_layernorm_forward<false>(ctx.stream, static_cast<Act*>(nullptr), out, mean, rstd, inp,
-                                        static_cast<const Act*>(nullptr), weight, bias, N, C);
+        stage00::LayerNorm::forward(ctx, out, mean, rstd, inp, weight, bias, N, C);
     }
     template <class Act>
     static void backward(CudaBackend::Context& ctx, Act* dinp, float* dweight, float* dbias, const Act* dout,
@@ -320,7 +218,8 @@ struct ResidualLayerNorm {
     template <class Ctx, class Act>
     static void forward(Ctx& ctx, Act* residual, Act* out, float* mean, float* rstd, const Act* a, const Act* b,
                         const Act* weight, const Act* bias, int N, int C) {
-        launch_layernorm_forward<true>(ctx.stream, residual, out, mean, rstd, a, b, weight, bias, N, C);
+        stage00::launch_layernorm_forward(ctx.stream, out, mean, rstd, ResidualRows<Act>{residual, a, b}, weight,
+                                          bias, N, C);
     }
     template <class Ctx, class Act>
     static void backward(Ctx& ctx, Act* dresidual, float* dweight, float* dbias, const Act* dout,

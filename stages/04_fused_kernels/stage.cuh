@@ -3,7 +3,9 @@
 // operations on it and writing it back; the host queued each one. Here work that touches the same
 // data is done in one pass over it, and the whole step is queued once:
 //   matmul_epilogues.cuh    bias, GELU and their gradients finished inside the cuBLASLt matmuls
-//   residual_layernorm.cuh  each residual add with the LayerNorm after it, a warp per row
+//   residual_layernorm.cuh  each residual add with the LayerNorm after it (stage 00's kernel,
+//                           fed the sum as it is made), and LayerNorm's three gradients in one
+//                           kernel
 //   classifier.cuh          softmax, loss and the logits' gradient in one pass over each row,
 //                           written over the logits: no N x V probability buffer
 //   fused_adamw.cuh         AdamW over all parameters in one launch
@@ -36,7 +38,7 @@ struct Stage04 : Stage03 {
     static constexpr bool kTimeMatmuls = true;     // the fastest algorithm of each matmul shape, timed
 
     using Matmul = stage04::EpilogueMatmul;  // bias in the matmul, bias gradient beside dweight
-    using LayerNorm = stage04::LayerNorm;    // the first block's ln_1: a warp per row
+    using LayerNorm = stage04::LayerNorm;    // the first block's ln_1: the backward fused as the others'
     using Classifier = stage04::FusedClassifier;
 
     // The fusion slots, filled.

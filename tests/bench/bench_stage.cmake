@@ -4,10 +4,11 @@
 # GPT_STAGE_TYPE set for the stage. A benchmark, not a test: it is not registered with CTest.
 # The executable goes next to test_stageNN and the trainers: <build>/stages/bench_stageNN.
 function(gpt_add_stage_bench num)
-  # From stage 03 on, the stage's attention has variants that only the benchmark builds.
-  set(GPT_BENCH_VARIANTS "")
+  # Variants that only the benchmark builds: stage 00's first versions of its row kernels (where
+  # the stage still runs stage 00's op), and from stage 03 on the attention's.
+  set(GPT_BENCH_VARIANTS "#include \"bench/first_versions.cuh\"")
   if(num GREATER_EQUAL 3)
-    set(GPT_BENCH_VARIANTS "#include \"bench/attention_variants.cuh\"")
+    string(APPEND GPT_BENCH_VARIANTS "\n#include \"bench/attention_variants.cuh\"")
   endif()
   configure_file(${PROJECT_SOURCE_DIR}/tests/bench/bench_stage.cu.in ${CMAKE_CURRENT_BINARY_DIR}/bench_stage${num}.cu
                  @ONLY)

@@ -34,6 +34,7 @@
 #include "cuda/device.cuh"
 #include "attention_variants.h"
 #include "matmul_variants.h"
+#include "row_variants.h"
 #include "measure.cuh"
 #include "model/config.h"
 #include "model/params.h"
@@ -54,6 +55,8 @@ struct KernelBenchOptions {
     std::string json;  // empty: no JSON file
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
     bool matmul_variants = false;     // also the hand-written kernel of the stage's matmul arithmetic
+    bool row_variants = false;        // also the first versions of stage 00's LayerNorm and classifier
+                                      // (its softmax's is an attention variant)
 };
 
 inline std::string kernel_bench_usage(const std::string& program, const std::string& stage) {
@@ -72,13 +75,19 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "  --json PATH    also write every number as JSON\n"
            "  --attention-variants yes|no\n"
            "                 also time the variants of the stage's attention that only the benchmark\n"
-           "                 builds (stage 03 on: its kernels before FlashAttention-2's design, 16 rows\n"
-           "                 per warp, a deterministic dq, the forward without tensor cores;\n"
-           "                 tests/bench/attention_variants.cuh) [no]\n"
+           "                 builds (stages 00-02: the softmax's first version, a thread per row,\n"
+           "                 tests/bench/first_versions.cuh; stage 03 on: its kernels before\n"
+           "                 FlashAttention-2's design, 16 rows per warp, a deterministic dq, the\n"
+           "                 forward without tensor cores; tests/bench/attention_variants.cuh) [no]\n"
            "  --matmul-variants yes|no\n"
            "                 also time the hand-written kernel of the stage's matmul arithmetic, forward\n"
            "                 only, at the five matmul shapes (stage 01: its TF32 WMMA kernel,\n"
            "                 stages/01_tf32/tf32_wmma_matmul.cuh; other stages have none) [no]\n"
+           "  --variants yes|no\n"
+           "                 also time every variant of the stage's ops that only the benchmark builds:\n"
+           "                 the two above, and the first versions of stage 00's row kernels, one\n"
+           "                 thread per row (LayerNorm, the causal softmax, the classifier; stages\n"
+           "                 00-03, where they still run stage 00's op; tests/bench/first_versions.cuh) [no]\n"
            "  --help         this text\n\n"
            "Exit status: 0 every row measured or skipped (a row that needs more device memory than\n"
            "is free is skipped, and says so), 1 an op failed or a CUDA error, 2 a bad option,\n"
@@ -111,7 +120,7 @@ inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int 
     for (const auto& [option, value] :
          option_pairs(argc, argv,
                       {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json", "--attention-variants",
-                       "--matmul-variants"},
+                       "--matmul-variants", "--variants"},
                       help)) {
         if (option == "--batch") o.batches = parse_batch_list(option, value);
         else if (option == "--seq") o.seq = static_cast<int>(parse_whole_number(option, value, 1, max_seq));
@@ -125,6 +134,9 @@ inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int 
             if (value != "yes" && value != "no")
                 throw UsageError("option --matmul-variants: '" + value + "' is not yes or no");
             o.matmul_variants = value == "yes";
+        } else if (option == "--variants") {
+            if (value != "yes" && value != "no") throw UsageError("option --variants: '" + value + "' is not yes or no");
+            o.attention_variants = o.matmul_variants = o.row_variants = value == "yes";
         } else if (option == "--ops") {
             ops_regex(value);  // a bad pattern is a usage error now, not after the ceilings
             o.ops = value;
@@ -484,11 +496,21 @@ class KernelBench {
     }
 
     void layernorm(int B) {
+        layernorm_op<typename O::LayerNorm>(B, "");
+        if (options_.row_variants)
+            std::apply([&](auto... variant) { (layernorm_op<decltype(variant)>(B, variant.label), ...); },
+                       typename LayerNormVariants<typename O::LayerNorm>::type{});
+    }
+
+    // The stage's LayerNorm, or one of its benchmark-only variants (`which` names it).
+    template <class L>
+    void layernorm_op(int B, const char* which) {
         const int C = C_, N = B * options_.seq;
         const size_t NC = size_t(N) * C;
         const OpSizes s = sizes(B);
-        Case c(*this, "LayerNorm", "", rows_shape(N, C), B,
+        Case c(*this, "LayerNorm", which, rows_shape(N, C), B,
                {{"forward", cost::layernorm_forward(s)}, {"backward", cost::layernorm_backward(s)}});
+        if (*which) c.set_source(detail::where<L>());
         c.run([&] {
             const act_t* inp = c.acts(NC, 2.0f);
             const act_t* weight = c.acts(C, 0.1f, 1.0f);  // near 1, as trained gains are
@@ -498,13 +520,13 @@ class KernelBench {
             float* rstd = c.floats(N);
             // The backward reads the statistics this forward saves.
             c.time_or_run_once("forward",
-                               [&] { O::LayerNorm::forward(ctx(), out, mean, rstd, inp, weight, bias, N, C); });
+                               [&] { L::forward(ctx(), out, mean, rstd, inp, weight, bias, N, C); });
             const act_t* dout = c.acts(NC);
             act_t* dinp = c.acts(NC);  // added to, as the residual stream's gradient
             float* dweight = c.floats(C);
             float* dbias = c.floats(C);
             c.time("backward", [&] {
-                O::LayerNorm::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+                L::backward(ctx(), dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
             });
         });
     }
@@ -643,24 +665,34 @@ class KernelBench {
     }
 
     void classifier(int B) {
+        classifier_op<typename O::Classifier>(B, "");
+        if (options_.row_variants)
+            std::apply([&](auto... variant) { (classifier_op<decltype(variant)>(B, variant.label), ...); },
+                       typename ClassifierVariants<typename O::Classifier>::type{});
+    }
+
+    // The stage's classifier, or one of its benchmark-only variants (`which` names it).
+    template <class K>
+    void classifier_op(int B, const char* which) {
         const int N = B * options_.seq;
         const float dloss = 1.0f / N;  // the gradient of the mean loss, as in the graph
         const OpSizes s = sizes(B);
-        Case c(*this, "Classifier", "", classifier_shape(N), B,
+        Case c(*this, "Classifier", which, classifier_shape(N), B,
                {{"forward", cost::classifier_forward(s)}, {"backward", cost::classifier_backward(s)}});
+        if (*which) c.set_source(detail::where<K>());
         c.run([&] {
             act_t* logits = c.acts(size_t(N) * Vp_, 3.0f);
             const int* targets = c.tokens(N);
             float* losses = c.floats(N);
-            void* saved = c.workspace(O::Classifier::saved_bytes(N, Vp_, sizeof(act_t)));
-            void* scratch = c.workspace(O::Classifier::scratch_bytes(N, Vp_, sizeof(act_t)));
+            void* saved = c.workspace(K::saved_bytes(N, Vp_, sizeof(act_t)));
+            void* scratch = c.workspace(K::scratch_bytes(N, Vp_, sizeof(act_t)));
             c.time_or_run_once("forward", [&] {
-                O::Classifier::forward(ctx(), losses, saved, logits, targets, N, V_, Vp_, scratch);
+                K::forward(ctx(), losses, saved, logits, targets, N, V_, Vp_, scratch);
             });
             // Written over the logits, as the graph does (a backward that reads the logits reads
             // the last run's gradients from the second run on: the same work).
             c.time("backward", [&] {
-                O::Classifier::backward(ctx(), logits, saved, logits, targets, dloss, N, V_, Vp_, scratch);
+                K::backward(ctx(), logits, saved, logits, targets, dloss, N, V_, Vp_, scratch);
             });
         });
     }

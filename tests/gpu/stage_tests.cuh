@@ -54,6 +54,7 @@
 #include "testing/term_sizes.h"
 #include "bench/attention_variants.h"
 #include "bench/matmul_variants.h"
+#include "bench/row_variants.h"
 #include "gpu/thread_communicator.cuh"
 #include "testing/tolerance.h"
 #include "train/eval_hellaswag.h"
@@ -142,12 +143,9 @@ struct StageContext : Ctx {
 
 // Workshop exercises (docs/workshop.md) that the tests below check besides their own op: a
 // workshop build with one of them unwritten fails these tests, and the message says where to look.
-// The LayerNorm forward the stage runs: stage 00's row per thread, or from stage 04 on the warp per
-// row of stages/04_fused_kernels/residual_layernorm.cuh, each an exercise of its stage.
-const char* const kLayerNormExercise =
-    std::string_view(TestStage::LayerNorm::source).find("04_fused_kernels") != std::string_view::npos
-        ? "exercise stage04.warp_layernorm: see docs/04_fused_kernels.md#exercise"
-        : "exercise stage00.layernorm_forward: see docs/00_fp32_baseline.md#exercise";
+// The LayerNorm forward every stage runs: stage 00's warp per row (stage 04 feeds it the residual
+// add), the exercise of stage 00.
+constexpr const char* kLayerNormExercise = "exercise stage00.layernorm_forward: see docs/00_fp32_baseline.md#exercise";
 constexpr const char* kMixedAdamWExercise =
     "exercise stage02.mixed_precision_adamw: see docs/02_bf16_autocast.md#exercise";
 
@@ -237,13 +235,16 @@ TEST_F(Kernels, EmbeddingBackward) {
 struct RowsCase {
     int N, C;
 };
-// Widths for each path of stage 04's row kernels (residual_layernorm.cuh) in bf16: 36 and 100 are
-// not in 16-byte packs; 96, 640 (a part-filled last pack of a lane) and 768 have the row in
-// registers; 1000 keeps only the backward's column sums there; 1600 (GPT-2 XL's width) neither.
-// Row counts odd and even, and 6007: more rows than the backward's one wave of blocks has warps
-// on any GPU, so that its warps take several rows each and finish at different times.
-const RowsCase kLayerNormCases[] = {{1, 36},      {63, 96},    {65, 100},    {129, 640},  {1000, 768},
-                                   {6007, 768},   {33, 1000},  {6007, 1000}, {7, 1600},   {6007, 1600}};
+// Widths for each path of the LayerNorm kernels (stages/00_fp32_baseline/layernorm.cuh, and stage
+// 04's fused backward in residual_layernorm.cuh). In 16-byte packs of 4 floats or 8 bf16: 99 is
+// in neither, 36 and 100 only in floats. The row stays in registers between passes up to 768
+// floats or 1024 bf16, which fill every slot a lane has (1000 in fp32 and 1600 are read again),
+// in stage 04's backward up to 768 bf16 (1000 keeps only its column sums there, 1600, GPT-2 XL's
+// width, neither); at 640 in bf16 (80 packs) lanes 16-31 have one pack fewer than the others.
+// Row counts odd and even, and 6007: more rows than the fused backward's one wave of blocks has
+// warps on any GPU, so that its warps take several rows each and finish at different times.
+const RowsCase kLayerNormCases[] = {{1, 36},     {31, 99},    {63, 96},     {65, 100}, {129, 640},   {1000, 768},
+                                   {6007, 768}, {33, 1000},  {6007, 1000}, {17, 1024}, {7, 1600}, {6007, 1600}};
 
 // Rows whose mean is far from 0 and whose spread changes along the row: the variance must be
 // taken around the mean. Weights near 1, biases near 0, neither constant.
@@ -255,8 +256,8 @@ struct LayerNormInputs {
           bias(rounded<Act>(random_normal(rng, C, 0.2f, 0.1f))) {}
 };
 
-TEST_F(Kernels, LayerNormForward) {
-    SCOPED_TRACE(kLayerNormExercise);
+template <class Op>
+void check_layernorm_forward(const std::string& what) {
     Rng rng(test_seed());
     StageContext ctx;
     for (const RowsCase& s : kLayerNormCases) {
@@ -269,13 +270,18 @@ TEST_F(Kernels, LayerNormForward) {
         DeviceArray<Act> d_inp(in.inp), d_weight(in.weight), d_bias(in.bias);
         DeviceArray<Act> d_out(out.size());
         DeviceArray<float> d_mean(s.N), d_rstd(s.N);
-        TestStage::LayerNorm::forward(ctx, d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(), d_weight.data(),
-                                      d_bias.data(), s.N, s.C);
-        sync_and_check("LayerNorm::forward");
-        EXPECT_TRUE(all_close("LayerNorm::forward out", d_out.download(), out, kActTol));
-        EXPECT_TRUE(all_close("LayerNorm::forward mean", d_mean.download(), mean, kFp32Tol));
-        EXPECT_TRUE(all_close("LayerNorm::forward rstd", d_rstd.download(), rstd, kFp32Tol));
+        Op::forward(ctx, d_out.data(), d_mean.data(), d_rstd.data(), d_inp.data(), d_weight.data(), d_bias.data(), s.N,
+                    s.C);
+        sync_and_check(what);
+        EXPECT_TRUE(all_close(what + " out", d_out.download(), out, kActTol));
+        EXPECT_TRUE(all_close(what + " mean", d_mean.download(), mean, kFp32Tol));
+        EXPECT_TRUE(all_close(what + " rstd", d_rstd.download(), rstd, kFp32Tol));
     }
+}
+
+TEST_F(Kernels, LayerNormForward) {
+    SCOPED_TRACE(kLayerNormExercise);
+    check_layernorm_forward<Ops::LayerNorm>("LayerNorm::forward");
 }
 
 // The backward of LayerNorm, or of a slot whose backward is LayerNorm's (ResidualLayerNorm):
@@ -315,6 +321,26 @@ void check_layernorm_backward(const std::string& what) {
 }
 
 TEST_F(Kernels, LayerNormBackward) { check_layernorm_backward<Ops::LayerNorm>("LayerNorm::backward"); }
+
+// The benchmark-only variants of the stage's LayerNorm (tests/bench/first_versions.cuh: stage 00's
+// first version, a thread per row, in stages 00-03), forward and backward, on every case above: a
+// comparison of their speed means something only if they compute the same thing. A stage without
+// variants checks nothing.
+TEST_F(Kernels, LayerNormBenchmarkVariants) {
+    using Variants = typename gpt::bench::LayerNormVariants<typename TestStage::LayerNorm>::type;
+    if (std::tuple_size_v<Variants> == 0) std::cout << "[          ] this stage's LayerNorm has no benchmark variants\n";
+    std::apply(
+        [&](auto... variant) {
+            auto check = [&](auto op) {
+                using Op = decltype(op);
+                SCOPED_TRACE(testing::Message() << "variant: " << Op::label);
+                check_layernorm_forward<Op>(std::string(Op::label) + ": forward");
+                check_layernorm_backward<Op>(std::string(Op::label) + ": backward");
+            };
+            (check(variant), ...);
+        },
+        Variants{});
+}
 
 // ---- matmul -------------------------------------------------------------------------------------
 
@@ -532,6 +558,10 @@ std::vector<AttentionCase> attention_cases() {
                 const int* bh = batch_heads[i++ % 3];
                 cases.push_back({T <= 65 ? bh[0] : 1, T, bh[1] * head_size, bh[1]});
             }
+    } else {
+        // A long row at GPT-2's head size, not a multiple of a warp's 32 lanes (stage 00's softmax
+        // gives a row a warp).
+        cases.push_back({1, 1000, 128, 2});
     }
     return cases;
 }
@@ -762,10 +792,12 @@ template <class Attention>
 struct ForwardWithoutTensorCores<Attention, std::void_t<decltype(Attention::kTensorCoreForward)>>
     : std::bool_constant<!Attention::kTensorCoreForward> {};
 
-// The variants of the stage's attention that only the benchmark uses (tests/bench/attention_variants.cuh,
-// from stage 03 on: the kernels before FlashAttention-2's design, 16 rows per warp, a deterministic
-// dq): a comparison of their speed means something only if they compute the same thing. Each on
-// the cases of its head sizes at T = 1, 65, 1000 and 1024. A stage without variants checks nothing.
+// The variants of the stage's attention that only the benchmark uses (stages 00-02: the first version
+// of the softmax, a thread per row, tests/bench/first_versions.cuh; from stage 03 on,
+// tests/bench/attention_variants.cuh: the kernels before FlashAttention-2's design, 16 rows per
+// warp, a deterministic dq): a comparison of their speed means something only if they compute the
+// same thing. Each on the cases of its head sizes at T = 1, 65, 1000 and 1024 (those it has). A
+// stage without variants checks nothing.
 // The forward without tensor cores has a test of its own, below (its backward is the stage's), so
 // that its workshop exercise is judged by that test alone.
 TEST_F(Kernels, AttentionBenchmarkVariants) {
@@ -962,10 +994,11 @@ std::vector<ClassifierCase> classifier_cases() {
     return cases;
 }
 
-TEST_F(Kernels, ClassifierForward) {
+template <class Op>
+void check_classifier_forward(const std::string& what) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const ClassifierCase& s : classifier_cases<typename TestStage::Classifier>()) {
+    for (const ClassifierCase& s : classifier_cases<Op>()) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
         const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
         const std::vector<int> targets = token_ids(rng, s.N, s.V);
@@ -976,19 +1009,20 @@ TEST_F(Kernels, ClassifierForward) {
         DeviceArray<Act> d_logits(logits);
         DeviceArray<int> d_targets(targets);
         DeviceArray<float> d_losses(s.N);
-        DeviceScratch saved(TestStage::Classifier::saved_bytes(s.N, s.Vp, sizeof(Act)));
-        DeviceScratch scratch(TestStage::Classifier::scratch_bytes(s.N, s.Vp, sizeof(Act)));
-        TestStage::Classifier::forward(ctx, d_losses.data(), saved.data(), d_logits.data(), d_targets.data(), s.N, s.V,
+        DeviceScratch saved(Op::saved_bytes(s.N, s.Vp, sizeof(Act)));
+        DeviceScratch scratch(Op::scratch_bytes(s.N, s.Vp, sizeof(Act)));
+        Op::forward(ctx, d_losses.data(), saved.data(), d_logits.data(), d_targets.data(), s.N, s.V,
                                        s.Vp, scratch.data());
-        sync_and_check("Classifier::forward");
-        EXPECT_TRUE(all_close("Classifier::forward losses", d_losses.download(), losses, kFp32Tol));
+        sync_and_check(what + "forward");
+        EXPECT_TRUE(all_close(what + "forward losses", d_losses.download(), losses, kFp32Tol));
     }
 }
 
-TEST_F(Kernels, ClassifierBackward) {
+template <class Op>
+void check_classifier_backward(const std::string& what) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const ClassifierCase& s : classifier_cases<typename TestStage::Classifier>()) {
+    for (const ClassifierCase& s : classifier_cases<Op>()) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
         const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
         const std::vector<int> targets = token_ids(rng, s.N, s.V);
@@ -1003,28 +1037,49 @@ TEST_F(Kernels, ClassifierBackward) {
         DeviceArray<Act> d_logits(logits);
         DeviceArray<int> d_targets(targets);
         DeviceArray<float> d_losses(s.N);
-        DeviceScratch saved(TestStage::Classifier::saved_bytes(s.N, s.Vp, sizeof(Act)));
-        DeviceScratch scratch(TestStage::Classifier::scratch_bytes(s.N, s.Vp, sizeof(Act)));
-        TestStage::Classifier::forward(ctx, d_losses.data(), saved.data(), d_logits.data(), d_targets.data(), s.N, s.V,
+        DeviceScratch saved(Op::saved_bytes(s.N, s.Vp, sizeof(Act)));
+        DeviceScratch scratch(Op::scratch_bytes(s.N, s.Vp, sizeof(Act)));
+        Op::forward(ctx, d_losses.data(), saved.data(), d_logits.data(), d_targets.data(), s.N, s.V,
                                        s.Vp, scratch.data());
-        sync_and_check("Classifier::forward");
+        sync_and_check(what + "forward");
         scratch.fill_with_nan();
 
         // Into a separate, poisoned array: every logit's gradient is written, padded ones as 0.
         DeviceArray<Act> d_dlogits(probs.size());
-        TestStage::Classifier::backward(ctx, d_dlogits.data(), saved.data(), d_logits.data(), d_targets.data(), dloss, s.N, s.V, s.Vp,
+        Op::backward(ctx, d_dlogits.data(), saved.data(), d_logits.data(), d_targets.data(), dloss, s.N, s.V, s.Vp,
                                         scratch.data());
-        sync_and_check("Classifier::backward");
-        EXPECT_TRUE(all_close("Classifier::backward dlogits", d_dlogits.download(), dlogits_expected, kActTol));
+        sync_and_check(what + "backward");
+        EXPECT_TRUE(all_close(what + "backward dlogits", d_dlogits.download(), dlogits_expected, kActTol));
 
         // In place, as the graph calls it: dlogits reuses the logits' memory.
         scratch.fill_with_nan();
-        TestStage::Classifier::backward(ctx, d_logits.data(), saved.data(), d_logits.data(), d_targets.data(), dloss, s.N, s.V, s.Vp,
+        Op::backward(ctx, d_logits.data(), saved.data(), d_logits.data(), d_targets.data(), dloss, s.N, s.V, s.Vp,
                                         scratch.data());
-        sync_and_check("Classifier::backward in place");
-        EXPECT_TRUE(all_close("Classifier::backward dlogits written over the logits", d_logits.download(),
+        sync_and_check(what + "backward in place");
+        EXPECT_TRUE(all_close(what + "backward dlogits written over the logits", d_logits.download(),
                               dlogits_expected, kActTol));
     }
+}
+
+TEST_F(Kernels, ClassifierForward) { check_classifier_forward<typename TestStage::Classifier>("Classifier::"); }
+TEST_F(Kernels, ClassifierBackward) { check_classifier_backward<typename TestStage::Classifier>("Classifier::"); }
+
+// The benchmark-only variants of the stage's classifier (tests/bench/first_versions.cuh: stage 00's
+// first version, in stages 00-03), checked as the stage's own. A stage without variants checks nothing.
+TEST_F(Kernels, ClassifierBenchmarkVariants) {
+    using Variants = typename gpt::bench::ClassifierVariants<typename TestStage::Classifier>::type;
+    if (std::tuple_size_v<Variants> == 0) std::cout << "[          ] this stage's classifier has no benchmark variants\n";
+    std::apply(
+        [&](auto... variant) {
+            auto check = [&](auto op) {
+                using Op = decltype(op);
+                SCOPED_TRACE(testing::Message() << "variant: " << Op::label);
+                check_classifier_forward<Op>(std::string(Op::label) + ": ");
+                check_classifier_backward<Op>(std::string(Op::label) + ": ");
+            };
+            (check(variant), ...);
+        },
+        Variants{});
 }
 
 // ---- fusion slots -----------------------------------------------------------------------------------
