@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""Self-test of stage 05 beside PyTorch: tests/bench/step_breakdown_vs_torch.py (the page) and
+"""Self-test of a stage beside PyTorch: tests/bench/step_breakdown_vs_torch.py (the page) and
 tests/reference/profile_trace.py (what gpt2_reference.py --profile-step makes of a profiler trace).
 
     python3 tests/reference/test_step_breakdown_vs_torch.py   (CTest: step_breakdown_vs_torch_selftest, label bench)
 
-No GPU and no torch: on a made-up Chrome trace in the form torch.profiler writes (kineto: phases
+No GPU and no torch: on made-up Chrome traces in the form torch.profiler writes (kineto: phases
 as user annotations, CPU ops with "External id" and "Input Dims", launches with "correlation",
-kernels, copies and fills), and on made-up kernel-benchmark files (and the committed stage 02 of
-docs/results/2026-11-23_h100):
+kernels, copies and fills), one of a compiled step (stage 05's counterpart) and one of an eager
+fp32 step (stage 00's), and on made-up kernel-benchmark files and committed ones (stage 02 of
+docs/results/2026-11-23_h100, stages 00-03 of docs/results/2026-11-28_h200):
 
   - the summary links every kernel to the part of the step and the op that launched it, sums the
     device time per kernel name and counts the GPU's busy time once where kernels overlap;
   - representative kernel names (cuBLAS, nvjet, Inductor's triton_*, FlashAttention, cuDNN,
     the foreach and fused AdamW) land in the groups of step_breakdown.py; a matrix product with a
-    vocabulary-sized dimension is the LM head;
-  - the page's C++ column is step_breakdown.py's sum, its PyTorch column the profile's groups;
+    vocabulary-sized dimension is the LM head, one launched by aten::bmm attention;
+  - eager PyTorch's own kernels (ATen's LayerNorm, softmax, GELU, loss, embedding, copies, fills,
+    adds and sums) land in their groups by the op that launched them and its input shapes, for
+    fp32, TF32, bf16 autocast and SDPA; the compiled step's kernels keep their groups;
+  - the page's C++ column is step_breakdown.py's sum, its PyTorch column the profile's groups,
+    C++ ÷ PyTorch beside them, and the groups over --flag-over (1.25×) marked;
   - the exit statuses: 0 complete, 1 incomplete (a C++ row missing, another GPU, a ladder that
     cannot be compared), 2 what cannot be compared or read.
 
-Python standard library only; about a second. The page and figure of the made-up run go to
-$STEP_BREAKDOWN_VS_TORCH_OUT (CTest: the build directory), or to a temporary directory.
+Python standard library only; about a second. The pages and figures of the made-up runs (stage
+05 beside compiled PyTorch, stage 00 beside eager fp32) go to $STEP_BREAKDOWN_VS_TORCH_OUT (CTest:
+the build directory), or to a temporary directory.
 """
 
 import gzip
@@ -100,6 +106,136 @@ GROUP_MS = {"embedding": 0.5, "layernorm": 7.6, "matmul": 18.6, "attention": 16.
 TOTAL_MS = 57.85
 
 
+# Stage 00 beside its eager counterpart (ladder.py --torch fp32): the committed kernel benchmark of
+# stage 00 on an H200, and a made-up eager fp32 step as PyTorch 2.x runs it there, ATen's own
+# kernels, each launched by the op the profiler records for it (the innermost one).
+H200 = "NVIDIA H200"
+RESULTS = os.path.join(REPO, "docs", "results", "2026-11-28_h200", "kernels")
+STAGE0X = {n: os.path.join(RESULTS, f"stage{n}.json") for n in ("00", "01", "02", "03")}
+B, T, NH, Q = 16, 1024, 12, 64
+EAGER_FP32 = {"precision": "fp32", "attention": "manual", "sdpa_backend": None, "compile": False,
+              "compile_mode": "default", "vocab_pad": 1, "padded_vocab": V, "inductor_shape_padding": "default",
+              "fused_adamw": False}
+EAGER_SDPA = dict(EAGER_FP32, precision="bf16", attention="sdpa", sdpa_backend="flash")
+
+
+def aten(kernel):
+    return f"void at::native::{kernel}"
+
+
+SGEMM_TN, SGEMM_NN = "ampere_sgemm_128x64_tn", "ampere_sgemm_128x64_nn"  # cuBLAS fp32 (no TF32)
+ADD = aten("vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >"
+           "(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+ADD_BROADCAST = aten("elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::CUDAFunctor_add"
+                     "<float> >(at::TensorIteratorBase&, at::native::CUDAFunctor_add<float> const&)::{lambda(int)#1}>"
+                     "(int, ...)")
+COPY = aten("elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda"
+            "(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::"
+            "{lambda(float)#1}>(...)::{lambda(int)#1}>(int, ...)")  # a strided copy: into heads and back
+COPY_VEC = aten("vectorized_elementwise_kernel<4, at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::"
+                "{lambda()#3}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}, "
+                "at::detail::Array<char*, 2> >(...)")
+FILL = aten("vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, at::detail::Array<char*, 1> >"
+            "(int, at::native::FillFunctor<float>, at::detail::Array<char*, 1>)")
+SUM = aten("reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float, "
+           "at::native::sum_functor<float, float, float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, "
+           "unsigned int, float, 4, 4> >(at::native::ReduceOp<...>)")
+MUL = aten("vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+           "at::native::binary_internal::MulFunctor<float> >, at::detail::Array<char*, 2> >(...)")
+MASKED_FILL = aten("elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::masked_fill_kernel"
+                   "(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda(float, bool)"
+                   "#1}>(...)::{lambda(int)#1}>(int, ...)")
+ARANGE = aten("(anonymous namespace)::elementwise_kernel_with_index<int, at::native::arange_cuda_out(...)::"
+              "{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::{lambda(long)#1}>(...)")
+EMB_BWD = "embedding_dense_backward"
+EAGER_STEP = [
+    # phase, kernel, kind, launching op, its input dims, launches, µs each, group
+    ("data", H2D, "memcpy", "aten::copy_", [[B, T], [B, T], []], 2, 10, "other"),
+    ("forward", ARANGE, "kernel", "aten::arange", [[], [], [], [], [], []], 1, 2, "embedding"),
+    ("forward", aten("(anonymous namespace)::indexSelectLargeIndex<float, long, unsigned int, 2, 2, -2, true>(...)"),
+     "kernel", "aten::index_select", [[V, C], [], [BT]], 1, 30, "embedding"),
+    ("forward", aten("(anonymous namespace)::indexSelectSmallIndex<float, long, unsigned int, 2, 2, -2>(...)"),
+     "kernel", "aten::index_select", [[T, C], [], [T]], 1, 3, "embedding"),
+    ("forward", ADD_BROADCAST, "kernel", "aten::add", [[B, T, C], [T, C], []], 1, 25, "embedding"),
+    ("forward", aten("(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, float const*, "
+                     "float const*, float const*, float*, float*, float*)"), "kernel", "aten::native_layer_norm",
+     [[B, T, C], [], [C], [C], []], 25, 30, "layernorm"),
+    ("forward", SGEMM_TN, "kernel", "aten::addmm", [[3 * C], [BT, C], [C, 3 * C], [], []], 48, 1200, "matmul"),
+    ("forward", COPY, "kernel", "aten::copy_", [[B, NH, T, Q], [B, NH, T, Q], []], 48, 30, "attention"),
+    ("forward", SGEMM_NN, "kernel", "aten::bmm", [[B * NH, T, Q], [B * NH, Q, T]], 24, 800, "attention"),
+    ("forward", MUL, "kernel", "aten::mul", [[B, NH, T, T], []], 12, 400, "attention"),
+    ("forward", aten("vectorized_elementwise_kernel<4, at::native::bitwise_not_kernel_cuda(at::TensorIteratorBase&)::"
+                     "{lambda(bool)#1}, at::detail::Array<char*, 2> >(...)"), "kernel", "aten::bitwise_not",
+     [[T, T]], 12, 5, "attention"),
+    ("forward", COPY_VEC, "kernel", "aten::copy_", [[B, NH, T, T], [B, NH, T, T], []], 12, 400, "attention"),
+    ("forward", MASKED_FILL, "kernel", "aten::masked_fill_", [[B, NH, T, T], [T, T], []], 12, 400, "attention"),
+    ("forward", "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false, false>(float*, "
+     "float const*, int, int, int, bool const*, int, bool)", "kernel", "aten::_softmax", [[B, NH, T, T], [], []],
+     12, 450, "attention"),
+    ("forward", aten("vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl(at::TensorIteratorBase&, "
+                     "at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::"
+                     "{lambda(float)#1}, at::detail::Array<char*, 2> >(...)"), "kernel", "aten::gelu",
+     [[B, T, 4 * C], []], 12, 100, "gelu_residual"),
+    ("forward", ADD, "kernel", "aten::add", [[B, T, C], [B, T, C], []], 24, 40, "gelu_residual"),
+    ("forward", SGEMM_TN, "kernel", "aten::mm", [[BT, C], [C, V]], 1, 25000, "lm_head"),
+    ("forward", aten("(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous "
+                     "namespace)::LogSoftMaxForwardEpilogue>(float*, float const*, int)"), "kernel",
+     "aten::_log_softmax", [[BT, V], [], []], 1, 2000, "classifier"),
+    ("forward", aten("(anonymous namespace)::nll_loss_forward_reduce_cuda_kernel_2d<float, float, long>(...)"),
+     "kernel", "aten::nll_loss_forward", [[BT, V], [BT], [], [], []], 1, 20, "classifier"),
+    ("backward", FILL, "kernel", "aten::fill_", [[], []], 1, 2, "other"),  # the seed: ones_like(loss)
+    ("backward", FILL, "kernel", "aten::fill_", [[BT, V], []], 1, 800, "classifier"),  # nll_loss_backward's zeros
+    ("backward", aten("(anonymous namespace)::nll_loss_backward_reduce_cuda_kernel_2d<float, long>(...)"), "kernel",
+     "aten::nll_loss_backward", [[], [BT, V], [BT], [], [], [], []], 1, 10, "classifier"),
+    ("backward", aten("(anonymous namespace)::cunn_SoftMaxBackward<4, float, float, float, at::native::(anonymous "
+                      "namespace)::LogSoftMaxBackwardEpilogue>(float*, float const*, float const*, long)"), "kernel",
+     "aten::_log_softmax_backward_data", [[BT, V], [BT, V], [], []], 1, 2500, "classifier"),
+    ("backward", SGEMM_NN, "kernel", "aten::mm", [[BT, V], [V, C]], 2, 25000, "lm_head"),
+    ("backward", aten("(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<float, float>(...)"), "kernel",
+     "aten::native_layer_norm_backward", [[B, T, C], [B, T, C], [], [B, T, 1], [B, T, 1], [C], [C], []], 25, 40,
+     "layernorm"),
+    ("backward", aten("(anonymous namespace)::GammaBetaBackwardCUDAKernel<float, float>(...)"), "kernel",
+     "aten::native_layer_norm_backward", [[B, T, C], [B, T, C], [], [B, T, 1], [B, T, 1], [C], [C], []], 25, 20,
+     "layernorm"),
+    ("backward", ADD, "kernel", "aten::add_", [[B, T, C], [B, T, C], []], 24, 40, "layernorm"),  # dres += dln
+    ("backward", SGEMM_NN, "kernel", "aten::mm", [[BT, 3 * C], [3 * C, C]], 96, 1200, "matmul"),
+    ("backward", SUM, "kernel", "aten::sum", [[BT, 4 * C], [], [], []], 48, 25, "matmul"),  # the biases' gradients
+    ("backward", aten("vectorized_elementwise_kernel<4, at::native::GeluBackwardCUDAKernelImpl(at::TensorIteratorBase&,"
+                      " at::native::GeluType)::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::"
+                      "{lambda(float, float)#1}, at::detail::Array<char*, 3> >(...)"), "kernel", "aten::gelu_backward",
+     [[B, T, 4 * C], [B, T, 4 * C], []], 12, 150, "gelu_residual"),
+    ("backward", COPY, "kernel", "aten::copy_", [[B, NH, T, Q], [B, NH, T, Q], []], 48, 30, "attention"),
+    ("backward", SGEMM_NN, "kernel", "aten::bmm", [[B * NH, T, T], [B * NH, T, Q]], 48, 800, "attention"),
+    ("backward", "void (anonymous namespace)::softmax_warp_backward<float, float, float, 10, false, false>(...)",
+     "kernel", "aten::_softmax_backward_data", [[B, NH, T, T], [B, NH, T, T], [], []], 12, 600, "attention"),
+    ("backward", COPY_VEC, "kernel", "aten::copy_", [[B, NH, T, T], [B, NH, T, T], []], 12, 400, "attention"),
+    ("backward", MASKED_FILL, "kernel", "aten::masked_fill_", [[B, NH, T, T], [T, T], []], 12, 400, "attention"),
+    ("backward", MUL, "kernel", "aten::mul", [[B, NH, T, T], []], 12, 400, "attention"),
+    ("backward", aten("(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<4u>, "
+                      "unsigned int, 3, 128, 1>(...)"), "kernel", "aten::cat", [[[B, T, C], [B, T, C], [B, T, C]], []],
+     12, 40, "attention"),  # the qkv split's backward
+    ("backward", SUM, "kernel", "aten::sum", [[B, T, C], [], [], []], 1, 20, "embedding"),  # wpe's, over the batch
+    ("backward", aten("(anonymous namespace)::embedding_backward_feature_kernel<float, float, long>(...)"), "kernel",
+     f"aten::{EMB_BWD}", [[T, C], [T], [], [], []], 1, 10, "embedding"),
+    ("backward", FILL, "kernel", "aten::fill_", [[V, C], []], 1, 40, "embedding"),  # wte's gradient, zeroed
+    ("backward", ARANGE, "kernel", "aten::arange", [[], [], [], [], [], []], 1, 2, "embedding"),
+    ("backward", "void at_cuda_detail::cub::DeviceRadixSortOnesweepKernel<...>(...)", "kernel", f"aten::{EMB_BWD}",
+     [[B, T, C], [B, T], [], [], []], 1, 15, "embedding"),
+    ("backward", aten("(anonymous namespace)::compute_grad_weight<float, long>(...)"), "kernel", f"aten::{EMB_BWD}",
+     [[B, T, C], [B, T], [], [], []], 1, 30, "embedding"),
+    ("backward", aten("(anonymous namespace)::sum_and_scatter<float, long>(...)"), "kernel", f"aten::{EMB_BWD}",
+     [[B, T, C], [B, T], [], [], []], 1, 20, "embedding"),
+    ("backward", "Memcpy DtoH (Device -> Pinned)", "memcpy", "aten::_local_scalar_dense", [[]], 1, 2, "other"),
+    ("backward", ADD, "kernel", "aten::add_", [[V, C], [V, C], []], 1, 80, "embedding"),  # wte: + the LM head's
+    ("optimizer", LPNORM, "kernel", "aten::_foreach_norm", None, 1, 300, "optimizer"),
+    ("optimizer", MUL, "kernel", "aten::_foreach_mul_", None, 1, 100, "optimizer"),
+    ("optimizer", ADAM, "kernel", "aten::_foreach_addcdiv_", None, 10, 150, "optimizer"),
+]
+EAGER_MS = {}
+for _p, _k, _kind, _op, _dims, _n, _us, _group in EAGER_STEP:
+    EAGER_MS[_group] = EAGER_MS.get(_group, 0.0) + _n * _us / 1000.0
+
+
 def chrome_trace(step=STEP, overlap=False):
     """The made-up step as torch.profiler's Chrome trace: phase ranges on the main thread, CPU ops on
     the main thread (the backward's on autograd's), one launch per kernel, kernels on stream 7."""
@@ -143,14 +279,17 @@ def chrome_trace(step=STEP, overlap=False):
     return {"schemaVersion": 1, "deviceProperties": [{"name": GPU}], "traceEvents": events}
 
 
-def profile_json(trace=None, batch=16, seq=1024, gpu=GPU):
-    """What gpt2_reference.py --profile-step writes for the made-up step."""
+def profile_json(trace=None, batch=16, seq=1024, gpu=GPU, settings=None, **about):
+    """What gpt2_reference.py --profile-step writes for the made-up step (settings: the compiled
+    "pad" entry's, or those given)."""
     summary = {"torch_version": "2.11.0+cu130", "device": "cuda", "device_name": gpu,
                "config": {"maxT": 1024, "V": V, "L": 12, "H": 12, "C": C, "params": 124439808},
-               "settings": {"batch": batch, "seq": seq, "precision": "bf16", "attention": "sdpa", "compile": True,
-                            "compile_mode": "default", "vocab_pad": 64, "padded_vocab": VP, "fused_adamw": False},
+               "settings": dict(settings or {"precision": "bf16", "attention": "sdpa", "compile": True,
+                                             "compile_mode": "default", "vocab_pad": 64, "padded_vocab": VP,
+                                             "fused_adamw": False}, batch=batch, seq=seq),
                "program": "gpt2_reference.py --profile-step", "date": "2026-12-01T10:00:00Z", "profiled_step": 5,
                "steps_before": 5, "step_ms_median": 41.2, "profiled_step_wall_ms": 63.5, "loss": 9.8, "trace": None}
+    summary.update(about)
     summary.update(profile_trace.summarise(profile_trace.load_trace(trace) if isinstance(trace, str) else
                                            (trace or chrome_trace())["traceEvents"]))
     return summary
@@ -187,10 +326,11 @@ def call(*args):
 
 
 def table(stdout):
-    """{label: (C++ ms, PyTorch ms)} of the table on stdout ('–' is None)."""
+    """{label: (C++ ms, PyTorch ms)} of the table on stdout ('–' is None); the ratios after them are
+    read by ratios()."""
     out = {}
     for line in stdout.splitlines():
-        m = re.match(r"^(\S.*?)\s{2,}(\S+)\s+(\S+)(?:\s+(\S+))?$", line)
+        m = re.match(r"^(\S.*?)\s{2,}(\S+)\s+(\S+)(?:\s|$)", line)
         if m and m.group(1) in set(vs.SHORT.values()) | {"sum", "ladder ms/step", "ladder - sum"}:
             out[m.group(1)] = tuple(None if x == "–" else float(x) for x in m.group(2, 3))
     return out
@@ -408,6 +548,202 @@ class Page(script_harness.InputFiles):
         r = call("--kernels", kernels, "--profile", self.write("p.json", profile_json()), "--out", md, "--batch", 4)
         self.assertEqual(r.returncode, 2)
         self.assertIn("no measured rows at B=4", r.stderr)
+
+
+def ratios(stdout):
+    """{label: (C++ ÷ PyTorch, over --flag-over)} of the table on stdout."""
+    out = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^(\S.*?)\s{2,}\S+\s+\S+\s+\S+×\s+(\S+)×(\s+over .*)?$", line)
+        if m:
+            out[m.group(1)] = (float(m.group(2)), bool(m.group(3)))
+    return out
+
+
+def eager_profile(step=EAGER_STEP, settings=EAGER_FP32, **about):
+    return profile_json(chrome_trace(step), gpu=H200, settings=settings, **about)
+
+
+class EagerGrouping(unittest.TestCase):
+    """Eager PyTorch's own kernels, by the op that launched them (rules 12-25)."""
+
+    SIZES = {"B": B, "T": T}
+
+    def group(self, name, phase, op, dims, kind="kernel"):
+        return vs.classify(name, kind, {"phase": phase, "op": op, "input_dims": dims}, {V}, self.SIZES)
+
+    def test_every_kernel_of_the_eager_step(self):
+        for phase, name, kind, op, dims, _, _, group in EAGER_STEP:
+            with self.subTest(name=name[:60], op=op, dims=dims):
+                self.assertEqual(self.group(name, phase, op, dims, kind)[0], group)
+        # The same cuBLAS kernel is a block matmul, the LM head or attention by its launching op.
+        self.assertEqual(self.group(SGEMM_NN, "backward", "aten::bmm", [[B * NH, T, T], [B * NH, T, Q]]),
+                         ("attention", "rule 11, name: gemm; launched by aten::bmm"))
+        self.assertEqual(self.group(ADD, "backward", "aten::add_", [[B, T, C], [B, T, C], []])[1],
+                         "rule 25, op: aten::add_ in the backward")
+        self.assertEqual(self.group(COPY, "forward", "aten::copy_", [[B, NH, T, Q], [B, NH, T, Q], []])[1],
+                         "rule 18, op: aten::copy_, shapes: heads")
+
+    def test_bf16_tf32_and_sdpa_eager(self):
+        bf16_copy = aten("vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda("
+                         "at::TensorIteratorBase&)::{lambda(float)#1}, at::detail::Array<char*, 2> >(...)")
+        cases = [
+            # autocast's casts: of the weights and the activations (other), of the softmax's input and output
+            # (attention), of the logits to fp32 and of their gradient back (classifier)
+            (bf16_copy, "forward", "aten::copy_", [[3 * C, C], [3 * C, C], []], "other"),
+            (bf16_copy, "forward", "aten::copy_", [[V, C], [V, C], []], "other"),  # the tied LM head's weight
+            (bf16_copy, "forward", "aten::copy_", [[B, T, C], [B, T, C], []], "other"),
+            (COPY_VEC, "forward", "aten::copy_", [[B, NH, T, T], [B, NH, T, T], []], "attention"),
+            (COPY_VEC, "forward", "aten::copy_", [[BT, V], [BT, V], []], "classifier"),
+            (bf16_copy, "backward", "aten::copy_", [[BT, V], [BT, V], []], "classifier"),
+            # TF32 and bf16 products: other names, the same ops
+            ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_16x4_tn_align4>(...)", "forward",
+             "aten::addmm", [[C], [BT, C], [C, C], [], []], "matmul"),
+            ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_"
+             "kernel__5x_cublas", "backward", "aten::bmm", [[B * NH, T, T], [B * NH, T, Q]], "attention"),
+            (GEMM, "forward", "aten::mm", [[BT, C], [C, V]], "lm_head"),
+            # a product by a name no rule knows, by its op
+            ("some_future_gemmless_kernel", "forward", "aten::mm", [[BT, C], [C, V]], "lm_head"),
+            ("some_future_gemmless_kernel", "forward", "aten::bmm", [[B * NH, T, Q], [B * NH, Q, T]], "attention"),
+            ("some_future_gemmless_kernel", "backward", "aten::mm", [[BT, 4 * C], [4 * C, C]], "matmul"),
+            # eager SDPA (stage 03's counterpart): the flash kernels by name, its zeroed dq accumulator by shape
+            (FLASH_FWD, "forward", "aten::_flash_attention_forward", [[B, T, NH, Q]] * 3, "attention"),
+            (FLASH_BWD, "backward", "aten::_flash_attention_backward", None, "attention"),
+            (FILL, "backward", "aten::fill_", [[B, T, NH, Q], []], "attention"),
+            ("void pytorch_flash::flash_bwd_convert_dq_kernel<...>(...)", "backward",
+             "aten::_flash_attention_backward", None, "attention"),
+            # the vocabulary padded (sdpa_pad): the logits' slice to V and its backward
+            (COPY, "forward", "aten::copy_", [[BT, V], [BT, V], []], "classifier"),
+            (FILL, "backward", "aten::fill_", [[B, T, VP], []], "other"),  # not V here: VP is not this model's
+            # what no rule knows
+            (SUM, "backward", "aten::sum", [[128, C], [], [], []], "other"),  # not a bias's gradient: 128 rows
+            (FILL, "backward", "aten::fill_", [[C], []], "other"),
+            (MUL, "backward", "aten::mul", [[B, T, C], []], "other"),
+            (ADD, None, "aten::add", [[B, T, C], [B, T, C], []], "other"),  # an add outside forward and backward
+            ("mystery_kernel", "forward", None, None, "other"),  # no op recorded
+        ]
+        for name, phase, op, dims, group in cases:
+            with self.subTest(name=name[:60], op=op, dims=dims):
+                self.assertEqual(self.group(name, phase, op, dims)[0], group)
+        self.assertEqual(vs.classify(FILL, "kernel", {"phase": "backward", "op": "aten::fill_",
+                                                      "input_dims": [[B, T, VP], []]}, {V, VP}, self.SIZES)[0],
+                         "classifier")  # with the padded vocabulary it is the logits' gradient
+        self.assertEqual(self.group("Memcpy DtoD (Device -> Device)", "backward", "aten::copy_", [[B, NH, T, Q]] * 2,
+                                    "memcpy")[0], "attention")  # the rules on ops read copies and fills too
+
+    def test_the_compiled_step_is_grouped_as_before(self):
+        # The rules on ops read no Inductor kernel and come after the library names: with B and T known,
+        # every kernel of the compiled step keeps its group.
+        for phase, name, kind, op, dims, _, _, group in STEP:
+            with self.subTest(name=name[:60]):
+                self.assertEqual(vs.classify(name, kind, {"phase": phase, "op": op, "input_dims": dims}, {V, VP},
+                                             self.SIZES)[0], group)
+
+    def test_the_ladder_entry_of_a_profile(self):
+        cases = [(EAGER_FP32, ("fp32", "00")), (dict(EAGER_FP32, precision="tf32"), ("tf32", "01")),
+                 (dict(EAGER_FP32, precision="bf16"), ("bf16", "02")), (EAGER_SDPA, ("sdpa", "03")),
+                 (dict(EAGER_SDPA, vocab_pad=64), ("sdpa_pad", "03")),
+                 (profile_json()["settings"], ("pad", "05")),  # without sdpa_backend: any backend
+                 (dict(EAGER_SDPA, sdpa_backend="cudnn"), (None, None))]
+        for settings, entry in cases:
+            with self.subTest(entry=entry):
+                self.assertEqual(vs.ladder_entry(settings), entry)
+        self.assertEqual(vs.torch_label(EAGER_FP32), "fp32 + manual attention, eager")
+        self.assertEqual(vs.torch_label(EAGER_SDPA, "flash"), "bf16 + SDPA (flash), eager")
+
+
+class EagerPage(script_harness.InputFiles):
+    """Stage 00 (the committed kernel benchmark of docs/results/2026-11-28_h200) beside eager fp32."""
+
+    def test_stage_00_beside_eager_fp32(self):
+        out_dir = os.environ.get("STEP_BREAKDOWN_VS_TORCH_OUT") or self.dir
+        os.makedirs(out_dir, exist_ok=True)
+        md = os.path.join(out_dir, "stage00_vs_pytorch_fp32.md")
+        r = call("--kernels", STAGE0X["00"], "--profile", self.write("p00.json", eager_profile()), "--out", md,
+                 "--svg", os.path.join(out_dir, "stage00_vs_pytorch_fp32.svg"))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(r.stderr, "")
+        with open(STAGE0X["00"]) as f:
+            cpp = step_breakdown.Stage(STAGE0X["00"], json.load(f), 16, 12)
+        rows, times = table(r.stdout), ratios(r.stdout)
+        for key, _, _ in step_breakdown.GROUPS:
+            label = vs.SHORT[key]
+            with self.subTest(group=label):
+                self.assertAlmostEqual(rows[label][0], cpp.groups[key], places=2)
+                self.assertAlmostEqual(rows[label][1], EAGER_MS[key], places=2)
+                self.assertAlmostEqual(times[label][0], cpp.groups[key] / EAGER_MS[key], places=2)
+                self.assertEqual(times[label][1], cpp.groups[key] > 1.25 * EAGER_MS[key])
+        self.assertEqual(rows["other"], (None, round(EAGER_MS["other"], 2)))
+        self.assertEqual(sorted(k for k, (_, over) in times.items() if over),
+                         ["GELU + residual", "LayerNorm", "attention", "classifier"])
+        self.assertEqual(times["sum"], (1.36, False))  # the sum is not a group: never marked
+        with open(md, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("| group | C++ ms/step | PyTorch ms/step | PyTorch ÷ C++ | C++ ÷ PyTorch (× PyTorch's time) |",
+                      text)
+        self.assertIn("| attention | 198.73 | 102.42 | 0.52× | **1.94×**, over 1.25× |", text)
+        self.assertIn("| block matmuls | 172.91 | 174.00 | 1.01× | 0.99× |", text)
+        self.assertIn("| **sum** | **499.38** | **366.12** | **0.73×** | **1.36×** |", text)
+        self.assertIn("Over 1.25× here: attention (1.94×), LayerNorm (11.20×), GELU + residual (1.34×), "
+                      "classifier (1.52×).", text)
+        self.assertIn("the PyTorch reference, fp32 + manual attention, eager (the ladder's `--torch fp32`, stage 00's "
+                      "counterpart) |", text)
+        self.assertIn("| `ampere_sgemm_128x64_nn` | 72 | 57.600 | rule 11, name: gemm; launched by aten::bmm |", text)
+        self.assertIn("| `ampere_sgemm_128x64_nn` | 2 | 50.000 | rule 11, name: gemm; a dimension of V or Vp |", text)
+        self.assertIn("| `vectorized_layer_norm_kernel<float, float>` | 25 | 0.750 | rule 14, op: "
+                      "aten::native_layer_norm |", text)
+        self.assertIn("`Memcpy DtoH (Device -> Pinned)` | 1 | 0.002 | no rule: a memcpy |", text)
+        self.assertIn("--torch fp32 --profile-step PATH", text)
+        self.assertIn("Eager PyTorch runs one ATen op", text)
+        self.assertNotIn("sorted alphabetically", text)  # the Inductor notes are the compiled step's
+        root = ET.parse(os.path.join(out_dir, "stage00_vs_pytorch_fp32.svg")).getroot()
+        labels = " ".join(t.text or "" for t in root.iter() if t.tag.endswith("text"))
+        self.assertIn("fp32 eager", labels)
+        self.assertIn("sum 366.1 ms", labels)
+        for line in text.splitlines():
+            if line.startswith("| ") and "|---" not in line:
+                self.assertIn(len(re.split(r"(?<!\\)\|", line)), (5, 6, 7), line)
+
+        r = call("--kernels", STAGE0X["00"], "--profile", self.write("p.json", eager_profile()), "--out", md,
+                 "--flag-over", 20)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertFalse(any(over for _, over in ratios(r.stdout).values()))
+        with open(md, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("No group is over 20× here.", text)
+        self.assertIn("--flag-over 20", text)
+        r = call("--kernels", STAGE0X["00"], "--profile", self.write("q.json", eager_profile()), "--out", md,
+                 "--flag-over", 0)
+        self.assertEqual(r.returncode, 2)
+
+    def test_stages_01_to_03_are_accepted(self):
+        profile = self.write("p.json", eager_profile())
+        for n, key in (("01", "tf32"), ("02", "bf16"), ("03", "sdpa")):
+            with self.subTest(stage=n):
+                md = os.path.join(self.dir, f"s{n}.md")
+                r = call("--kernels", STAGE0X[n], "--profile", profile, "--out", md)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                with open(STAGE0X[n]) as f:
+                    cpp = step_breakdown.Stage(STAGE0X[n], json.load(f), 16, 12)
+                self.assertAlmostEqual(table(r.stdout)["sum"][0], cpp.total, places=2)
+                with open(md, encoding="utf-8") as f:
+                    self.assertIn(f"stage 00's counterpart; stage {n}'s is `--torch {key}`)", f.read())
+
+    def test_the_ladder_entry_is_the_profiles(self):
+        # Stage 03 has two PyTorch entries in the ladder (sdpa, and sdpa_pad of the vocabulary question):
+        # the page takes the one its profile ran.
+        ladder = {"meta": {"gpu": H200, "batch": 16, "seq": 1024}, "entries": [
+            {"kind": "cpp", "stage": "03", "key": "cpp_03", "status": "ok", "median_ms": 110.0},
+            {"kind": "torch", "stage": "03", "key": "torch_sdpa_pad", "status": "ok", "median_ms": 120.0},
+            {"kind": "torch", "stage": "03", "key": "torch_sdpa", "status": "ok", "median_ms": 130.0}]}
+        md = os.path.join(self.dir, "s03.md")
+        r = call("--kernels", STAGE0X["03"], "--profile",
+                 self.write("p.json", eager_profile(settings=EAGER_SDPA, sdpa_backend="flash")), "--out", md,
+                 "--ladder", self.write("results.json", ladder))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(table(r.stdout)["ladder ms/step"], (110.0, 130.0))
+        with open(md, encoding="utf-8") as f:
+            self.assertIn("bf16 + SDPA (flash), eager (the ladder's `--torch sdpa`, stage 03's counterpart)", f.read())
 
 
 if __name__ == "__main__":
