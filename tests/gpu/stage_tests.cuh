@@ -36,7 +36,6 @@
 #include <iterator>
 #include <sstream>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <tuple>
 #include <type_traits>
