@@ -8,8 +8,10 @@
       then those that need the GPU to themselves (RUN_SERIAL, one at a time, so that they do not
       stop the others each time one comes up). Exit status 1 when a check fails.
   ctest_plan.py report --plan PLAN.json --log LOG [--log LOG]...
-      From CTest's output, per stage: passed, failed (named), skipped and not run (the tests
-      that have no result line: the batch was stopped, or never started).
+      From CTest's output, per stage: passed, failed (named), skipped, those that do not apply
+      to their stage (they skip saying so; read from the full log CTest wrote, LOG's name with
+      .full.log, as tests/gpu_check.sh copies it) and not run (the tests that have no result
+      line: the batch was stopped, or never started).
 
 The checks (each a way the GPU window was found to be wasted):
   - the full-size curve tests (GPT-2 124M at B = 16, up to 28.8 GiB each) share a RESOURCE_LOCK,
@@ -118,6 +120,30 @@ RESULT = re.compile(r"Test\s+#\d+: (\S+) \.*\s*(\*{3})?(Passed|Failed|Skipped|No
                     r"Subprocess aborted|SEGFAULT|Child aborted|\S+)")
 
 
+# How a test that does not apply to its stage starts its skip message (kDoesNotApply,
+# tests/gpu/stage_tests.cuh). Such a test checks nothing, but is no failure: a GPU check must
+# have no other skip.
+DOES_NOT_APPLY = "does not apply to this stage: "
+
+
+def not_applicable(logs):
+    """The tests whose output says they do not apply to their stage, from the full logs."""
+    names = set()
+    for log in logs:
+        full = re.sub(r"\.log$", "", log) + ".full.log"
+        if not os.path.exists(full):
+            continue
+        name = None
+        with open(full, errors="replace") as f:
+            for line in f:
+                m = re.match(r"\d+/\d+ Test: (\S+)", line)
+                if m:
+                    name = m.group(1)
+                elif line.startswith(DOES_NOT_APPLY) and name:
+                    names.add(name)
+    return names
+
+
 def report(args):
     with open(args.plan) as f:
         planned = json.load(f)
@@ -130,6 +156,7 @@ def report(args):
                 m = RESULT.search(line)
                 if m:
                     results[m.group(1)] = m.group(3)
+    apart = not_applicable(args.log)
     rows, totals = [], collections.Counter()
     for stage in planned["stages"]:
         names = [n for b in planned["batches"] for n in b["tests"] if stage_of(n) == stage]
@@ -141,6 +168,8 @@ def report(args):
                 count["not run"] += 1
             elif r == "Passed":
                 count["passed"] += 1
+            elif r == "Skipped" and n in apart:
+                count["do not apply"] += 1
             elif r == "Skipped":
                 count["skipped"] += 1
             else:
@@ -148,15 +177,15 @@ def report(args):
                 failed.append(f"{n.split('.', 1)[1]} ({r})")
         totals.update(count)
         line = (f"stage {stage}: {count['passed']} passed, {count['failed']} failed, {count['skipped']} skipped, "
-                f"{count['not run']} not run of {len(names)}")
+                f"{count['do not apply']} do not apply, {count['not run']} not run of {len(names)}")
         if failed:
             line += ": " + ", ".join(failed)
         rows.append(line)
     print("\n".join(rows))
     total = sum(totals.values())
     print(f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped, "
-          f"{totals['not run']} not run of {total}")
-    return 0 if totals["passed"] == total and total > 0 else 1
+          f"{totals['do not apply']} do not apply, {totals['not run']} not run of {total}")
+    return 0 if totals["passed"] + totals["do not apply"] == total and totals["passed"] > 0 else 1
 
 
 def main():

@@ -111,11 +111,33 @@ EOF
 python3 "$repo/tests/gpu/ctest_plan.py" report --plan "$tmp/plan.json" --log "$tmp/ctest.log" >"$tmp/report.txt"
 report_rc=$?
 ((report_rc == 1)) || fail "ctest_plan.py report: exit $report_rc, expected 1"
-grep -qx 'stage 03: 1 passed, 1 failed, 0 skipped, 0 not run of 2: Kernels.B (Failed)' "$tmp/report.txt" ||
+grep -qx 'stage 03: 1 passed, 1 failed, 0 skipped, 0 do not apply, 0 not run of 2: Kernels.B (Failed)' "$tmp/report.txt" ||
     { cat "$tmp/report.txt"; fail "report of stage 03"; }
-grep -qx 'stage 04: 0 passed, 1 failed, 0 skipped, 2 not run of 3: Kernels.A (Timeout)' "$tmp/report.txt" ||
+grep -qx 'stage 04: 0 passed, 1 failed, 0 skipped, 0 do not apply, 2 not run of 3: Kernels.A (Timeout)' "$tmp/report.txt" ||
     { cat "$tmp/report.txt"; fail "report of stage 04"; }
 echo "ok: ctest_plan.py report counts passed, failed and not run per stage"
+
+# A test that skips saying it does not apply to its stage (its output, in the full log CTest
+# wrote) is counted apart and is no failure; any other skip is one.
+printf '%s\n' \
+    '1/5 Test #1: stage03.Kernels.A ................   Passed    1.20 sec' \
+    '2/5 Test #2: stage03.Kernels.B ................   Skipped   0.10 sec' \
+    '3/5 Test #3: stage04.Kernels.A ................   Passed    1.00 sec' \
+    '4/5 Test #4: stage04.Model.C ..................   Passed    1.00 sec' \
+    '5/5 Test #5: stage04.Model.D ..................   Passed    1.00 sec' >"$tmp/ctest2.log"
+printf '%s\n' '2/5 Test: stage03.Kernels.B' 'Output:' '[ RUN      ] Kernels.B' \
+    'tests/gpu/stage_tests.cuh:500: Skipped' 'does not apply to this stage: its matmuls are BF16' \
+    '[  SKIPPED ] Kernels.B (0 ms)' '<end of output>' >"$tmp/ctest2.full.log"
+python3 "$repo/tests/gpu/ctest_plan.py" report --plan "$tmp/plan.json" --log "$tmp/ctest2.log" >"$tmp/report2.txt" ||
+    { cat "$tmp/report2.txt"; fail "ctest_plan.py report: a test that does not apply failed the report"; }
+grep -qx 'stage 03: 1 passed, 0 failed, 0 skipped, 1 do not apply, 0 not run of 2' "$tmp/report2.txt" ||
+    { cat "$tmp/report2.txt"; fail "report of a test that does not apply"; }
+sed -i 's/^does not apply to this stage: .*/no CUDA device found: GPU test skipped/' "$tmp/ctest2.full.log"
+python3 "$repo/tests/gpu/ctest_plan.py" report --plan "$tmp/plan.json" --log "$tmp/ctest2.log" >"$tmp/report2.txt" &&
+    { cat "$tmp/report2.txt"; fail "ctest_plan.py report: a skip for want of a GPU passed"; }
+grep -qx 'stage 03: 1 passed, 0 failed, 1 skipped, 0 do not apply, 0 not run of 2' "$tmp/report2.txt" ||
+    { cat "$tmp/report2.txt"; fail "report of a skipped test"; }
+echo "ok: a test that does not apply to its stage is counted apart; any other skip fails the report"
 
 # ctest_plan.py plan: it refuses tests that are not isolated (the full-size curve tests without a
 # shared RESOURCE_LOCK, a GPU test that would see a launcher's variables), from a stand-in ctest.

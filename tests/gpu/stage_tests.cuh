@@ -74,6 +74,10 @@ constexpr gpt::test::Tolerance kAttentionTol = gpt::test::attention_tolerance(kP
 constexpr gpt::test::Tolerance kActTol = gpt::test::storage_tolerance<Act>();  // fp32 math, stored as Act
 constexpr gpt::test::Tolerance kFp32Tol = gpt::test::kFp32;                   // fp32 math, stored as fp32
 
+// How a test that does not apply to this stage starts its skip message: tests/gpu_check.sh counts
+// such skips apart from those of a machine without a GPU, which a GPU check must not have.
+constexpr const char* kDoesNotApply = "does not apply to this stage: ";
+
 using gpt::Rng;
 using gpt::test::attention_backward_term_sizes;
 using gpt::test::all_close;
@@ -324,10 +328,10 @@ TEST_F(Kernels, LayerNormBackward) { check_layernorm_backward<Ops::LayerNorm>("L
 // The benchmark-only variants of the stage's LayerNorm (tests/bench/first_versions.cuh: stage 00's
 // first version, a thread per row, in stages 00-03), forward and backward, on every case above: a
 // comparison of their speed means something only if they compute the same thing. A stage without
-// variants checks nothing.
+// variants skips: the test does not apply to it.
 TEST_F(Kernels, LayerNormBenchmarkVariants) {
     using Variants = typename gpt::bench::LayerNormVariants<typename TestStage::LayerNorm>::type;
-    if (std::tuple_size_v<Variants> == 0) std::cout << "[          ] this stage's LayerNorm has no benchmark variants\n";
+    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << "its LayerNorm has no benchmark variants";
     std::apply(
         [&](auto... variant) {
             auto check = [&](auto op) {
@@ -518,8 +522,8 @@ template <class Math>
 void check_hand_written_matmul_of() {
     using HandWritten = typename gpt::bench::HandWrittenMatmul<Math>::type;
     if constexpr (std::is_void_v<HandWritten>)
-        std::cout << "stage " << TestStage::name << " declares " << gpt::precision_name(kPrecision)
-                  << " matmuls: the hand-written TF32 kernel is tested with stage 01 (TF32)\n";
+        GTEST_SKIP() << kDoesNotApply << "its matmuls are " << gpt::precision_name(kPrecision)
+                     << "; the hand-written TF32 kernel is tested with stage 01 (TF32)";
     else
         check_hand_written_tf32_matmul<HandWritten>();
 }
@@ -752,7 +756,8 @@ TEST_F(Kernels, AttentionLongSequences) {
     using HeadSizes = gpt::AttentionHeadSizes<TestStage::Attention>;
     // The loop in an else branch, not after a return: nvcc warns of a loop it can never reach.
     if constexpr (!HeadSizes::kDeclared) {
-        std::cout << "[          ] this stage's attention declares no head sizes: checked at T up to 1024 only\n";
+        GTEST_SKIP() << kDoesNotApply << "its attention declares no head sizes (Kernels.AttentionForward "
+                     << "checks it at T up to 1024)";
     } else {
         for (const int head_size : {16, 32, 64}) {
             if (!HeadSizes::supports(head_size)) continue;
@@ -790,20 +795,24 @@ struct ForwardWithoutTensorCores : std::false_type {};
 template <class Attention>
 struct ForwardWithoutTensorCores<Attention, std::void_t<decltype(Attention::kTensorCoreForward)>>
     : std::bool_constant<!Attention::kTensorCoreForward> {};
+template <class Variants>
+struct AnyForwardWithoutTensorCores;
+template <class... A>
+struct AnyForwardWithoutTensorCores<std::tuple<A...>> : std::bool_constant<(ForwardWithoutTensorCores<A>::value || ...)> {};
 
 // The variants of the stage's attention that only the benchmark uses (stages 00-02: the first version
 // of the softmax, a thread per row, tests/bench/first_versions.cuh; from stage 03 on,
 // tests/bench/attention_variants.cuh: the kernels before FlashAttention-2's design, 16 rows per
 // warp, a deterministic dq): a comparison of their speed means something only if they compute the
 // same thing. Each on the cases of its head sizes at T = 1, 65, 1000 and 1024 (those it has). A
-// stage without variants checks nothing.
+// stage without variants skips: the test does not apply to it.
 // The forward without tensor cores has a test of its own, below (its backward is the stage's), so
 // that its workshop exercise is judged by that test alone.
 TEST_F(Kernels, AttentionBenchmarkVariants) {
     Rng rng(test_seed());
     StageContext ctx;
     using Variants = typename gpt::bench::AttentionVariants<TestStage::Attention>::type;
-    if (std::tuple_size_v<Variants> == 0) std::cout << "[          ] this stage's attention has no benchmark variants\n";
+    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << "its attention has no benchmark variants";
     std::apply(
         [&](auto... variant) {
             auto check = [&](auto op) {
@@ -825,12 +834,13 @@ TEST_F(Kernels, AttentionBenchmarkVariants) {
 // The forward without tensor cores, stage 03's first workshop exercise and one of the benchmark's
 // variants: its output and log-sum-exp against the CPU on every case of its head sizes (T = 1 to
 // 1024, odd lengths, rows past T in the last block). Stages whose attention has no such variant
-// (00-02) check nothing. Its backward is the stage's own, which Kernels.AttentionBackward checks.
+// (00-02) skip. Its backward is the stage's own, which Kernels.AttentionBackward checks.
 TEST_F(Kernels, AttentionForwardWithoutTensorCores) {
     Rng rng(test_seed());
     StageContext ctx;
     using Variants = typename gpt::bench::AttentionVariants<TestStage::Attention>::type;
-    int checked = 0;
+    if (!AnyForwardWithoutTensorCores<Variants>::value)
+        GTEST_SKIP() << kDoesNotApply << "its attention has no forward without tensor cores";
     std::apply(
         [&](auto... variant) {
             auto check = [&](auto op) {
@@ -838,13 +848,11 @@ TEST_F(Kernels, AttentionForwardWithoutTensorCores) {
                 if constexpr (ForwardWithoutTensorCores<A>::value) {
                     SCOPED_TRACE(testing::Message() << "variant: " << A::label);
                     for (const AttentionCase& s : attention_cases<A>()) check_attention_forward<A>(ctx, rng, s);
-                    ++checked;
                 }
             };
             (check(variant), ...);
         },
         Variants{});
-    if (checked == 0) std::cout << "[          ] this stage's attention has no forward without tensor cores\n";
 }
 
 // The backward twice on the same inputs and the same scratch: filled with NaN before the first run,
@@ -1064,10 +1072,10 @@ TEST_F(Kernels, ClassifierForward) { check_classifier_forward<typename TestStage
 TEST_F(Kernels, ClassifierBackward) { check_classifier_backward<typename TestStage::Classifier>("Classifier::"); }
 
 // The benchmark-only variants of the stage's classifier (tests/bench/first_versions.cuh: stage 00's
-// first version, in stages 00-03), checked as the stage's own. A stage without variants checks nothing.
+// first version, in stages 00-03), checked as the stage's own. A stage without variants skips.
 TEST_F(Kernels, ClassifierBenchmarkVariants) {
     using Variants = typename gpt::bench::ClassifierVariants<typename TestStage::Classifier>::type;
-    if (std::tuple_size_v<Variants> == 0) std::cout << "[          ] this stage's classifier has no benchmark variants\n";
+    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << "its classifier has no benchmark variants";
     std::apply(
         [&](auto... variant) {
             auto check = [&](auto op) {
