@@ -7,11 +7,14 @@ SVG's path and the repository root.
 """
 
 import csv
+import json
 import math
 import re
 import struct
 
-from plot import STAGE_COLOURS, Svg, fmt_si, wrap
+from xml.sax.saxutils import escape
+
+from plot import FONT, STAGE_COLOURS, Svg, fmt_si, wrap
 
 BLUE, ORANGE, RED, TEAL, GREEN, YELLOW, PURPLE, PINK, BROWN, GREY = STAGE_COLOURS
 MUTED = "#555"
@@ -51,14 +54,24 @@ def lines(svg, x, y, texts, size=12, colour=TEXT, step=None):
     return y
 
 
+def halo(svg, x, y, s, size=11, anchor="start", colour="#222", weight="normal"):
+    """Text with a white outline under it, legible across grid and roof lines (roofline.py's halo_text)."""
+    svg.add(f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" '
+            f'fill="{colour}" stroke="white" stroke-width="3" stroke-linejoin="round" paint-order="stroke" '
+            f'{FONT}>{escape(str(s))}</text>')
+
+
 def title(svg, heading, subtitle):
     svg.text(24, 30, heading, size=18, weight="bold")
     svg.text(24, 50, subtitle, size=12, colour=MUTED)
 
 
-def canvas(width, height, heading, subtitle, hatches=()):
-    """A figure's SVG with its definitions (defs) and its title."""
+def canvas(width, height, heading, subtitle, hatches=(), desc=None):
+    """A figure's SVG with its definitions (defs) and its title; with `desc`, also an SVG <title>
+    (the heading) and <desc> for screen readers and image viewers."""
     svg = Svg(width, height)
+    if desc:
+        svg.add(f"<title>{escape(heading)}</title><desc>{escape(desc)}</desc>")
     defs(svg, hatches)
     title(svg, heading, subtitle)
     return svg
@@ -838,82 +851,556 @@ def number_formats(path, root):
 # ----------------------------------------------------------------------------------------------
 # ladder.svg (docs/README.md and README.md)
 
-# Predicted tokens/s on an H100 for the stages not measured there: each chapter's "Measured
-# effect" (03: "stage 03, predicted (H100) ≈ 151.6K"; 04: "272K to 283K"; 05: "443K to 472K").
-PREDICTED_H100 = {"03": (151.6e3, 151.6e3), "04": (272e3, 283e3), "05": (443e3, 472e3)}
+LADDER_STAGES = [f"{s:02d}" for s in range(7)]
+
+
+def latest_ladder(root):
+    """(directory, results) of the committed ladder run with the latest meta date among those in
+    which every C++ stage finished: docs/results/*/ladder/results.json. A new results directory
+    with a full ladder changes the figure by regeneration alone."""
+    runs = []
+    for name in sorted((root / "docs" / "results").glob("*/ladder/results.json")):
+        with open(name, encoding="utf-8") as f:
+            results = json.load(f)
+        done = {e["stage"] for e in results["entries"] if e["kind"] == "cpp" and e["status"] == "ok"}
+        if done >= set(LADDER_STAGES):
+            runs.append((results["meta"]["date"], name.parent.parent.name, results))
+    if not runs:
+        raise SystemExit("figures: no docs/results/*/ladder/results.json has every C++ stage: ladder.svg has "
+                         "nothing to draw")
+    date, directory, results = max(runs, key=lambda run: (run[0], run[1]))
+    return directory, results
 
 
 def ladder(path, root):
-    rows = ladder_rows(root)
-    stages = [f"{s:02d}" for s in range(7)]
-    W, H = 980, 790
-    svg = canvas(W, H, "The ladder: training throughput per stage, GPT-2 124M, B = 16, T = 1024",
-                 "tokens/s, median over the timed steps (higher is better); every stage beside its "
-                 "PyTorch counterpart, on one GPU", hatches=[STAGE_COLOURS[int(s)] for s in PREDICTED_H100])
+    directory, results = latest_ladder(root)
+    meta = results["meta"]
+    entries = {(e["kind"], e["stage"]): e for e in results["entries"] if e["status"] == "ok"}
+    torch = [e for (kind, _), e in sorted(entries.items()) if kind == "torch"]
+    W, H = 980, 520
+    svg = canvas(W, H, f"The ladder: training throughput per stage, GPT-2 {meta['model_title']}, "
+                 f"B = {meta['batch']}, T = {meta['seq']}",
+                 f"tokens/s, median over the timed steps (higher is better); {meta['gpu']}, measured "
+                 f"{meta['date'][:10]}: docs/results/{directory}/ladder/results.json",
+                 desc=f"Bar chart: tokens per second of each C++ stage 00-06 and of the PyTorch entries of the same "
+                      f"run beside their stages, {meta['gpu']}, {meta['date'][:10]}.")
     left, right = 86, W - 24
-    vmax = 550e3
-    group = (right - left) / len(stages)
+    top, height = 96, 280
+    bottom = top + height
+    vmax = math.ceil(max(e["tokens_per_s"] for e in entries.values()) * 1.1 / 100e3) * 100e3
+    group = (right - left) / len(LADDER_STAGES)
     bar = 34
 
-    def panel(top, gpu, date, height=230):
-        bottom = top + height
+    def Y(v):
+        return bottom - v / vmax * height
 
-        def Y(v):
-            return bottom - v / vmax * height
-
-        svg.text(left, top - 12, f"NVIDIA {gpu}, measured {date}", size=14, weight="bold")
-        for t in range(0, int(vmax) + 1, 100_000):
-            svg.line(left, Y(t), right, Y(t), colour="#e9e9e9")
-            svg.text(left - 8, Y(t) + 4, fmt_si(t) if t else "0", size=11, anchor="end")
-        svg.text(30, (top + bottom) / 2, "tokens/s", size=12, anchor="middle", rotate=-90)
-        for i, stage in enumerate(stages):
-            cx = left + group * (i + 0.5)
-            colour = STAGE_COLOURS[i]
-            cpp, torch = rows.get((gpu, "cpp", stage)), rows.get((gpu, "torch", stage))
-            bx = cx - bar - 3
-            if cpp:
-                v = float(cpp["tokens_per_s"])
-                svg.rect(bx, Y(v), bar, bottom - Y(v), colour)
-                svg.text(bx + bar / 2, Y(v) - 6, fmt_si(v), size=11, anchor="middle", weight="bold")
-            elif gpu == "H100" and stage in PREDICTED_H100:
-                lo, hi = PREDICTED_H100[stage]
-                mid = (lo + hi) / 2
-                svg.rect(bx, Y(mid), bar, bottom - Y(mid), hatch(colour), stroke=colour, width=1.5)
-                if hi > lo:
-                    svg.line(bx + bar / 2, Y(hi), bx + bar / 2, Y(lo), colour="#222", width=1.5)
-                    svg.line(bx + bar / 2 - 6, Y(hi), bx + bar / 2 + 6, Y(hi), colour="#222", width=1.5)
-                    svg.line(bx + bar / 2 - 6, Y(lo), bx + bar / 2 + 6, Y(lo), colour="#222", width=1.5)
-                text = f"{fmt_si(lo)}-{fmt_si(hi)}" if hi > lo else f"≈{fmt_si(lo)}"
-                svg.text(bx + bar / 2, Y(hi) - 6, text, size=10, anchor="middle", colour=TEXT)
-            else:
-                svg.text(bx + bar / 2, bottom - 6, "—", size=11, anchor="middle", colour=MUTED)
-            if torch:
-                v = float(torch["tokens_per_s"])
-                svg.rect(cx + 3, Y(v), bar, bottom - Y(v), colour, stroke=colour, width=1.8, dash="5,3",
-                         opacity=0.3)
-                svg.text(cx + 3 + bar / 2, Y(v) - 6, fmt_si(v), size=11, anchor="middle")
-            svg.text(cx, bottom + 18, stage, size=13, anchor="middle", weight="bold")
-            svg.text(cx, bottom + 33, STAGE_NAMES[i], size=11, anchor="middle", colour="#444")
-        svg.line(left, bottom, right, bottom, colour="#444")
-        return bottom
-
-    b = panel(104, "H200", LADDER_FILES["H200"][0])
-    b = panel(b + 90, "H100", LADDER_FILES["H100"][0])
-    ly = b + 60
+    for t in range(0, int(vmax) + 1, 100_000):
+        svg.line(left, Y(t), right, Y(t), colour="#e9e9e9")
+        svg.text(left - 8, Y(t) + 4, fmt_si(t) if t else "0", size=11, anchor="end")
+    svg.text(30, (top + bottom) / 2, "tokens/s", size=12, anchor="middle", rotate=-90)
+    for i, stage in enumerate(LADDER_STAGES):
+        cx = left + group * (i + 0.5)
+        colour = STAGE_COLOURS[i]
+        cpp, pytorch = entries.get(("cpp", stage)), entries.get(("torch", stage))
+        bx = cx - bar / 2 if not pytorch else cx - bar - 3
+        v = cpp["tokens_per_s"]
+        svg.rect(bx, Y(v), bar, bottom - Y(v), colour)
+        svg.text(bx + bar / 2, Y(v) - 6, fmt_si(v), size=11, anchor="middle", weight="bold")
+        if pytorch:
+            v = pytorch["tokens_per_s"]
+            svg.rect(cx + 3, Y(v), bar, bottom - Y(v), colour, stroke=colour, width=1.8, dash="5,3", opacity=0.3)
+            svg.text(cx + 3 + bar / 2, Y(v) - 6, fmt_si(v), size=11, anchor="middle")
+        svg.text(cx, bottom + 18, stage, size=13, anchor="middle", weight="bold")
+        svg.text(cx, bottom + 33, STAGE_NAMES[i], size=11, anchor="middle", colour="#444")
+    svg.line(left, bottom, right, bottom, colour="#444")
+    ly = bottom + 66
     svg.rect(24, ly - 11, 16, 12, "#777")
-    svg.text(46, ly, "C++ stage, measured", size=12)
-    svg.rect(200, ly - 11, 16, 12, "#777", stroke="#777", width=1.5, dash="4,2", opacity=0.3)
-    svg.text(222, ly, "PyTorch counterpart, measured", size=12)
-    svg.rect(430, ly - 11, 16, 12, hatch(STAGE_COLOURS[4]), stroke=STAGE_COLOURS[4], width=1.5)
-    svg.text(452, ly, "C++ stage, predicted by its chapter for an H100 (range: I)", size=12)
-    lines(svg, 24, ly + 24, [
-        "Read from docs/results/2026-11-27_h200/ladder*/results.csv and 2026-11-23_h100/ladder/results.csv. "
-        "—: not run on that GPU;",
-        "PyTorch's eager fp32, TF32 and bf16 entries did not run on the H200. Stage 06 on several GPUs has not "
-        "run (chapter 06 has a",
-        "scaling model, not a measurement); on one GPU it is stage 05 with NCCL's hooks.",
+    svg.text(46, ly, "C++ stage", size=12)
+    svg.rect(140, ly - 11, 16, 12, "#777", stroke="#777", width=1.5, dash="4,2", opacity=0.3)
+    svg.text(162, ly, "PyTorch in the same run: " + ("; ".join(f"{e['stage']} {e['short']}" for e in torch)
+                                                      if torch else "none"), size=12)
+    timed = {e["timed_steps"] for e in entries.values()}
+    lines(svg, 24, ly + 26, [
+        f"Every entry trained from the same checkpoint on the same data, {meta['steps']} steps, the first "
+        f"{meta['skip']} not timed ({' or '.join(str(t) for t in sorted(timed))} timed); one process on one GPU: "
+        "stage 06 here is stage 05",
+        "with NCCL's hooks (several GPUs: chapter 06). The run drawn: of docs/results/*/ladder/results.json, the "
+        "latest in which every C++ stage finished.",
     ], size=11, colour=MUTED, step=16)
     svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# roofline.svg (stage 00's kernels against the H200's roofs)
+
+# The roofs: NVIDIA H200 Tensor Core GPU data sheet (NVIDIA, 2023,
+# https://www.nvidia.com/en-us/data-center/h200/), H200 SXM column; not measured here.
+H200_HBM_TB_S = 4.8       # "GPU Memory Bandwidth 4.8TB/s" (HBM3e), 10¹² bytes a second
+H200_BF16_TFLOPS = 989.0  # "BF16 Tensor Core 1,979 TFLOPS" with sparsity: 989 dense
+H200_FP32_TFLOPS = 67.0   # "FP32 67 TFLOPS": the CUDA cores' FMA rate, what stage 00's matmuls use
+# The points: stage 00's rows of the kernel benchmark in the GPU check at commit 9cf1cf3, before
+# e9a0ed3 gave stage 00's LayerNorm, causal softmax and classifier a warp or a block per row: these
+# are the first versions, a thread per row. Each row is one op timed alone (median of 20 warm runs,
+# the L2 emptied before each); `bytes` and `flops` are those common/train/op_cost.h counts (the
+# least the op must move; attention's FLOPs over the causal half, settings.attention_flops).
+ROOFLINE_RUN = "docs/results/2026-11-28_h200_9cf1cf3"
+ROOFLINE_BATCH = 16
+# The points labelled: (op, pass) -> label
+ROOFLINE_LABELS = {("Matmul lm_head", "forward"): "LM head fwd", ("Matmul lm_head", "backward"): "LM head bwd",
+                   ("Matmul fc", "forward"): "fc fwd", ("Matmul fc", "backward"): "fc bwd",
+                   ("Attention", "forward"): "attention fwd", ("Attention", "backward"): "attention bwd"}
+PASS_SHORT = {"forward": "fwd", "backward": "bwd"}
+
+
+def stage00_rows(root):
+    """(points, strip, run): the rows of stage 00 at B = 16 that were measured, split into those with
+    FLOPs counted (points: op, pass, intensity FLOP/B, TFLOP/s) and those with bytes only (strip: op,
+    pass, GB/s). Left out: the fusion slots stage 00 leaves unfused (`source` "unfused: ..."), whose
+    single ops have rows of their own, and the optimizer's row, which has no batch size."""
+    with open(root / ROOFLINE_RUN / "kernels" / "stage00.json", encoding="utf-8") as f:
+        run = json.load(f)
+    if run.get("device_name") != "NVIDIA H200" or run.get("precision") != "FP32":
+        raise SystemExit(f"figures: {ROOFLINE_RUN}/kernels/stage00.json is not stage 00 (fp32) on an H200: "
+                         "roofline.svg draws the H200's roofs; update tests/docs/course_figures.py")
+    points, strip = [], []
+    for r in run["rows"]:
+        if r.get("batch") != ROOFLINE_BATCH or r.get("status") != "ok" or r["source"].startswith("unfused"):
+            continue
+        if r.get("flops"):
+            points.append((r["op"], r["pass"], r["flops"] / r["bytes"], r["flops"] / r["ms_median"] / 1e9))
+        else:
+            strip.append((r["op"], r["pass"], r["bytes"] / r["ms_median"] / 1e6))
+    return points, strip, run
+
+
+def roofline(path, root):
+    points, strip, run = stage00_rows(root)
+    commit = ROOFLINE_RUN.rsplit("_", 1)[1]
+    ridge_bf16 = H200_BF16_TFLOPS / H200_HBM_TB_S  # FLOP/B where the slope meets the roof: 206
+    ridge_fp32 = H200_FP32_TFLOPS / H200_HBM_TB_S  # 14
+    W, H = 1040, 720
+    svg = canvas(W, H, "The H200's roofline, with stage 00's kernels",
+                 f"GPT-2 124M, B = {ROOFLINE_BATCH}, T = {run['settings']['seq']}, fp32: each op timed alone "
+                 f"(median, L2 emptied); roofs from the H200 SXM data sheet",
+                 desc="Log-log roofline: the 4.8 TB/s HBM3e slope under a 989 TFLOP/s bf16 roof (ridge ≈ 206 FLOP/B) "
+                      "and a 67 TFLOP/s fp32 roof (ridge ≈ 14 FLOP/B); stage 00's matmuls sit at 45-51 TFLOP/s, "
+                      "attention near 5; the ops with no FLOPs counted are bars of achieved bandwidth at the left.")
+    svg.text(24, 68, f"Stage 00 as measured at commit {commit} ({run['date'][:10]}): its LayerNorm, softmax "
+             "(inside attention) and classifier are the first versions, one thread per row", size=12,
+             colour=MUTED)
+
+    # Left: the ops with no FLOPs counted. They have no intensity, so no place on the x axis; no
+    # FLOPs are estimated for them: each is drawn as its achieved GB/s ÷ the 4.8 TB/s of the slope.
+    sx, sw, top = 128, 160, 118
+    svg.text(24, top - 20, "No FLOPs counted: achieved GB/s ÷ 4.8 TB/s", size=13, weight="bold")
+    row_h = 30
+    for k, (op, pass_, gbs) in enumerate(strip):
+        y = top + k * row_h
+        share = gbs / (H200_HBM_TB_S * 1e3)
+        svg.text(sx - 8, y + 13, f"{op} {PASS_SHORT.get(pass_, pass_)}", size=11, anchor="end",
+                 weight="bold" if op == "LayerNorm" else "normal")
+        svg.rect(sx, y + 2, sw, 14, "#f0f0f0")
+        svg.rect(sx, y + 2, share * sw, 14, BLUE, opacity=0.9)
+        svg.text(sx + sw + 8, y + 13, f"{share:.0%}", size=11, weight="bold")
+        svg.text(sx + sw + 44, y + 13, f"{gbs:,.0f} GB/s", size=10, colour=MUTED)
+    bottom = top + len(strip) * row_h
+    copy = run["ceilings"]["copy"]["gb_per_s"]  # a device-to-device copy, measured in the same run
+    cx = sx + copy / (H200_HBM_TB_S * 1e3) * sw
+    svg.line(cx, top - 6, cx, bottom - 8, colour="#222", width=1.2, dash="4,3")
+    svg.line(sx + sw, top - 6, sx + sw, bottom - 8, colour="#222", width=1.2)
+    for t in (0, 0.5, 1):
+        svg.text(sx + t * sw, bottom + 6, f"{t:.0%}", size=10, anchor="middle", colour=MUTED)
+    lines(svg, 24, bottom + 28, [
+        f"Dashed: a copy, measured in the same run, {copy:,.0f} GB/s",
+        f"({copy / (H200_HBM_TB_S * 1e3):.0%} of the slope). Solid: the slope itself.",
+        "Bytes: the least each op must move (op_cost.h);",
+        "no FLOPs are estimated for these ops.",
+    ], size=11, colour=MUTED, step=15)
+
+    # Right: the roofline, log-log.
+    left, right, ptop, pbottom = 468, W - 28, 100, 560
+    x0, x1, y0, y1 = 1.0, 2000.0, 1.0, 2000.0
+    lx, ly = math.log10(x1 / x0), math.log10(y1 / y0)
+
+    def X(v):
+        return left + math.log10(v / x0) / lx * (right - left)
+
+    def Y(v):
+        return pbottom - math.log10(v / y0) / ly * (pbottom - ptop)
+
+    for decade in (1, 10, 100, 1000):
+        for m in (1, 2, 5):
+            t = decade * m
+            if t > x1:
+                continue
+            svg.line(X(t), ptop, X(t), pbottom, colour="#dcdcdc" if m == 1 else "#f0f0f0")
+            svg.line(left, Y(t), right, Y(t), colour="#dcdcdc" if m == 1 else "#f0f0f0")
+            svg.text(X(t), pbottom + 17, f"{t:,}", size=11, anchor="middle", colour="#222" if m == 1 else MUTED)
+            svg.text(left - 6, Y(t) + 4, f"{t:,}", size=11, anchor="end", colour="#222" if m == 1 else MUTED)
+    svg.line(left, pbottom, right, pbottom, colour="#444")
+    svg.line(left, ptop, left, pbottom, colour="#444")
+    svg.text((left + right) / 2, pbottom + 38, "arithmetic intensity: FLOPs ÷ bytes moved (FLOP per byte, log)",
+             size=12, anchor="middle")
+    svg.text(left - 44, (ptop + pbottom) / 2, "attainable TFLOP/s (log)", size=12, anchor="middle", rotate=-90)
+
+    # The roofs: the slope (4.8 TB/s × intensity) up to each ridge, then flat.
+    svg.polyline([(X(x0), Y(H200_HBM_TB_S * x0)), (X(ridge_bf16), Y(H200_BF16_TFLOPS)), (X(x1), Y(H200_BF16_TFLOPS))],
+                 "#222", width=2.2)
+    svg.polyline([(X(ridge_fp32), Y(H200_FP32_TFLOPS)), (X(x1), Y(H200_FP32_TFLOPS))], ORANGE, width=2.2,
+                 dash="8,4")
+    for ridge, tflops, colour in ((ridge_bf16, H200_BF16_TFLOPS, "#222"), (ridge_fp32, H200_FP32_TFLOPS, ORANGE)):
+        svg.line(X(ridge), Y(tflops), X(ridge), pbottom, colour=colour, width=1, dash="3,3")
+        svg.add(f'<circle cx="{X(ridge):.1f}" cy="{Y(tflops):.1f}" r="4" fill="white" stroke="{colour}" '
+                f'stroke-width="2"/>')
+        halo(svg, X(ridge) + 5, pbottom - 8, f"ridge ≈ {ridge:.0f} FLOP/B", size=11, colour=colour)
+    halo(svg, right - 4, Y(H200_BF16_TFLOPS) - 8, f"bf16 tensor cores, dense: {H200_BF16_TFLOPS:g} TFLOP/s",
+         size=12, anchor="end", weight="bold")
+    halo(svg, right - 4, Y(H200_FP32_TFLOPS) - 8, f"fp32 CUDA cores: {H200_FP32_TFLOPS:g} TFLOP/s", size=12,
+         anchor="end", weight="bold", colour=ORANGE)
+    # The slope's label, under it.
+    at = 1.6
+    angle = math.degrees(math.atan2(Y(H200_HBM_TB_S * 10 * at) - Y(H200_HBM_TB_S * at), X(10 * at) - X(at)))
+    bx, by = X(at) + 10, Y(H200_HBM_TB_S * at) + 16
+    svg.add(f'<text x="{bx:.1f}" y="{by:.1f}" font-size="12" font-weight="bold" fill="#222" {FONT} '
+            f'transform="rotate({angle:.2f} {bx:.1f} {by:.1f})">HBM3e: {H200_HBM_TB_S:g} TB/s × intensity</text>')
+
+    # The points: forward filled, backward hollow; a handful labelled, those in the crowd of
+    # matmuls below it with a leader line: (dx, dy, anchor) from the point.
+    offsets = {"fc fwd": (-50, 36, "middle"), "LM head fwd": (-20, 62, "middle"), "fc bwd": (10, 88, "middle"),
+               "LM head bwd": (50, 36, "middle"), "attention fwd": (-10, 12, "end"),
+               "attention bwd": (-10, -6, "end")}
+    for op, pass_, intensity, tflops in points:
+        px, py = X(intensity), Y(tflops)
+        fill = BLUE if pass_ == "forward" else "white"
+        svg.add(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4.5" fill="{fill}" stroke="{BLUE}" stroke-width="1.8"/>')
+    for op, pass_, intensity, tflops in points:
+        label = ROOFLINE_LABELS.get((op, pass_))
+        if not label:
+            continue
+        px, py = X(intensity), Y(tflops)
+        dx, dy, anchor = offsets[label]
+        if anchor == "middle":
+            svg.line(px + dx * 5 / dy, py + 5, px + dx, py + dy - 12, colour="#888", width=0.8)
+        halo(svg, px + dx, py + dy, f"{label}: {tflops:.1f}", size=11, anchor=anchor)
+    matmuls = [t for op, _, _, t in points if op.startswith("Matmul")]
+    attention = [t for op, _, _, t in points if op == "Attention"]
+    ly0 = pbottom + 64
+    svg.add(f'<circle cx="{left + 6:.1f}" cy="{ly0 - 4:.1f}" r="4.5" fill="{BLUE}" stroke="{BLUE}" '
+            f'stroke-width="1.8"/>')
+    svg.text(left + 16, ly0, "forward", size=11)
+    svg.add(f'<circle cx="{left + 82:.1f}" cy="{ly0 - 4:.1f}" r="4.5" fill="white" stroke="{BLUE}" '
+            f'stroke-width="1.8"/>')
+    svg.text(left + 92, ly0, "backward; unlabelled: the qkv, attn_proj and fc_proj matmuls", size=11)
+    lines(svg, left, ly0 + 20, [
+        f"The matmuls (cuBLAS, fp32, no tensor cores): {min(matmuls):.0f}-{max(matmuls):.0f} TFLOP/s, "
+        f"{min(matmuls) / H200_FP32_TFLOPS:.0%}-{max(matmuls) / H200_FP32_TFLOPS:.0%} of",
+        f"the fp32 roof. Attention (T × T scores in memory): {min(attention):.1f}-{max(attention):.1f} TFLOP/s, "
+        f"{min(attention) / H200_FP32_TFLOPS:.0%}-{max(attention) / H200_FP32_TFLOPS:.0%}.",
+    ], size=11, colour=MUTED, step=15)
+    svg.text(24, H - 14, f"Points: {ROOFLINE_RUN}/kernels/stage00.json, the rows at B = {ROOFLINE_BATCH} "
+             "(fusion slots left unfused and the optimizer's row, of no batch size, left out).", size=11,
+             colour=MUTED)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# step_path.svg (one training step, through the code)
+
+# Every name the figure draws, with the file it is in: the script stops if one is no longer there.
+STEP_PATH_CODE = [
+    ("stages/00_fp32_baseline/stage.cuh", [
+        "struct Stage00 : CudaBackend {", "using act_t = float;",
+        "static constexpr Precision kPrecision = Precision::FP32;", "static constexpr int kVocabMultiple = 1;",
+        "static constexpr bool kCaptureStep = false;", "static constexpr int kLossChunkRows = 0;",
+        "using Matmul = stage00::CublasMatmul;", "using Attention = stage00::MaterializedAttention;",
+        "using ResidualLayerNorm = Unfused;", "using Optimizer = stage00::AdamW;", "using Parallel = SingleProcess;"]),
+    ("stages/04_fused_kernels/stage.cuh", [
+        "struct Stage04 : Stage03 {", "static constexpr bool kCaptureStep = true;",
+        "using Matmul = stage04::EpilogueMatmul;", "using ResidualLayerNorm = stage04::ResidualLayerNorm;"]),
+    ("common/train/policy.h", [
+        "struct Ops {", "using Matmul = typename S::Matmul;", "using Attention = typename S::Attention;",
+        "using MatmulBiasGelu = SlotOr<typename S::MatmulBiasGelu, compose::MatmulThenGelu<Matmul, Gelu>>;",
+        "static_assert(activations_fit<typename S::act_t>(S::kPrecision),", "std::vector<OpRow> op_table()"]),
+    ("common/train/compose.h", ["MatmulThenGelu"]),
+    ("common/train/model_graph.h", [
+        "class ModelGraph {", "using O = Ops<S>;", "void forward(", "void backward(",
+        'op("embedding"', 'op("ln_1"', 'op("qkv"', 'op("attention"', 'op("attn_proj"', 'op("residual+ln_2"',
+        'op("fc+gelu"', 'op("fc_proj"', 'op("residual+ln_1"', 'op("lm_head"', 'op("classifier"',
+        'op("lm_head backward"', 'op("fc_proj+gelu backward"', 'op("embedding backward"',
+        "O::Embedding::forward", "O::Attention::forward", "O::ResidualLayerNorm::forward",
+        "O::MatmulBiasGelu::forward", "O::ClassifierWithGrad::forward_backward", "O::MatmulBackwardGelu::backward",
+        "gradients_final(L - 1 - l);"]),
+    ("common/train/gpt.h", [
+        "StepResult train_step(", "zero_grad();", "enqueue_forward(B, T);",
+        "enqueue_backward(loss_scale, i == k - 1);", "enqueue_update(settings);", 'graph_.op("gradient reduction"',
+        "optimizer_.step(", "S::capture_step(ctx_, enqueue);", "S::replay_step(ctx_);", "StepResult sync() {"]),
+    ("common/train/loop.h", [
+        "int train_with(TrainOptions opt,", "batches[i] = train_data.next();",
+        "const float lr = learning_rate(step,", "model.train_step(batches,", "log.step(r);"]),
+    ("common/train/main.inl", ["return gpt::train<Stage>(opt);"]),
+    ("stages/train_main.cu.in", ["#define GPT_STAGE @GPT_STAGE_TYPE@"]),
+    ("stages/CMakeLists.txt", ['set(GPT_STAGE_TYPE "gpt::Stage${num}")',
+                               "configure_file(${CMAKE_CURRENT_SOURCE_DIR}/train_main.cu.in"]),
+]
+
+
+def step_path(path, root):
+    for name, snippets in STEP_PATH_CODE:
+        text = (root / name).read_text(encoding="utf-8")
+        gone = [s for s in snippets if s not in text]
+        if gone:
+            raise SystemExit(f"figures: {name} no longer has {gone[0]!r}, which step_path.svg draws: update "
+                             "tests/docs/course_figures.py")
+    W, H = 1200, 640
+    svg = canvas(W, H, "One training step, through the code",
+                 "what a stage chooses, how the choice reaches the kernels, and what runs them: the same four "
+                 "pieces in every trainer, only the first differs from stage to stage",
+                 desc="Four boxes, left to right: the stage policy (stage.cuh), the op table Ops<S> (policy.h), the "
+                      "model graph (model_graph.h) and the training loop (loop.h, gpt.h).")
+    bw, gap, top, bh = 262, 34, 84, 440
+    boxes = [
+        ("1  The policy", "a struct of types and constants", BLUE, [
+            ("struct Stage00 : CudaBackend {", "code"),
+            ("  using act_t = float;", "code"),
+            ("  kPrecision = Precision::FP32;", "code"),
+            ("  kVocabMultiple = 1;", "code"),
+            ("  kCaptureStep = false;", "code"),
+            ("  kLossChunkRows = 0;", "code"),
+            ("  using Matmul = stage00::CublasMatmul;", "code"),
+            ("  using Attention =", "code"),
+            ("      stage00::MaterializedAttention;", "code"),
+            ("  using ResidualLayerNorm = Unfused;", "code"),
+            ("  using Optimizer = stage00::AdamW;", "code"),
+            ("  using Parallel = SingleProcess;", "code"),
+            ("};", "code"),
+            ("", None),
+            ("A later stage inherits and changes", "note"),
+            ("a few lines:", "note"),
+            ("struct Stage04 : Stage03 {", "code"),
+            ("  kCaptureStep = true;", "code"),
+            ("  using Matmul = stage04::EpilogueMatmul;", "code"),
+            ("  using ResidualLayerNorm =", "code"),
+            ("      stage04::ResidualLayerNorm; …", "code"),
+        ], ["stages/NN_*/stage.cuh"]),
+        ("2  The op table Ops<S>", "which kernel each op uses", ORANGE, [
+            ("template <class S> struct Ops {", "code"),
+            ("  using Matmul = typename S::Matmul;", "code"),
+            ("  using Attention = typename S::Attention;", "code"),
+            ("  …", "code"),
+            ("  using MatmulBiasGelu = SlotOr<", "code"),
+            ("      typename S::MatmulBiasGelu,", "code"),
+            ("      compose::MatmulThenGelu<", "code"),
+            ("          Matmul, Gelu>>;", "code"),
+            ("  …", "code"),
+            ("};", "code"),
+            ("", None),
+            ("A fusion slot the stage leaves Unfused", "note"),
+            ("runs its single ops one after the other", "note"),
+            ("(compose.h): stage 04 fills the slots.", "note"),
+            ("", None),
+            ("static_assert: act_t fits kPrecision.", "note"),
+            ("op_table<S>(): each op and its file,", "note"),
+            ("printed by every trainer's --help.", "note"),
+        ], ["common/train/policy.h", "(slots: common/train/compose.h)"]),
+        ("3  The model graph", "ModelGraph<S>: the same for every stage", GREEN, [
+            ("forward(): using O = Ops<S>", "head"),
+            ('op("embedding"): O::Embedding', "code"),
+            ('op("ln_1"): O::LayerNorm', "code"),
+            ("per block, × 12:", "note"),
+            ('  op("qkv"): O::Matmul', "code"),
+            ('  op("attention"): O::Attention', "code"),
+            ('  op("attn_proj"): O::Matmul', "code"),
+            ('  op("residual+ln_2"): O::ResidualLayerNorm', "code"),
+            ('  op("fc+gelu"): O::MatmulBiasGelu', "code"),
+            ('  op("fc_proj"): O::Matmul', "code"),
+            ('  op("residual+ln_1"): O::ResidualLayerNorm', "code"),
+            ('op("lm_head"): O::Matmul', "code"),
+            ("", None),
+            ("backward(): the same ops in reverse", "head"),
+            ('op("classifier"): O::ClassifierWithGrad', "code"),
+            ('op("lm_head backward")', "code"),
+            ('blocks 11 … 0: op("fc_proj+gelu backward")', "code"),
+            ("    O::MatmulBackwardGelu, …", "code"),
+            ('op("embedding backward")', "code"),
+            ("gradients_final(bucket): each block's", "note"),
+            ("gradients, once final, to the reduction", "note"),
+        ], ["common/train/model_graph.h", "(its buffers: common/train/buffers.h)"]),
+        ("4  The training loop", "train_with<S>(), one iteration a step", PURPLE, [
+            ("data", "head"),
+            ("batches[i] = train_data.next();", "code"),
+            ("lr = learning_rate(step, …);", "code"),
+            ("step", "head"),
+            ("model.train_step(batches, …)   GPT<S>:", "code"),
+            ("  zero_grad();", "code"),
+            ("  per micro-batch:", "note"),
+            ("    enqueue_forward(B, T);", "code"),
+            ("    enqueue_backward(loss_scale, …);", "code"),
+            ("optimizer", "head"),
+            ("  enqueue_update(settings);", "code"),
+            ('    "gradient reduction" (Parallel)', "code"),
+            ("    optimizer_.step(…): norm, clip, AdamW", "code"),
+            ("  sync(): the step's one wait", "code"),
+            ("  kCaptureStep: captured once as a", "note"),
+            ("  CUDA Graph (S::capture_step), then", "note"),
+            ("  S::replay_step, one launch a step", "note"),
+            ("log", "head"),
+            ("log.step(r);  loss, lr, grad norm, ms,", "code"),
+            ("  tokens/s, MFU", "code"),
+        ], ["common/train/loop.h", "(the step: common/train/gpt.h)"]),
+    ]
+    for i, (heading, sub, colour, body, files) in enumerate(boxes):
+        x = 24 + i * (bw + gap)
+        svg.rect(x, top, bw, bh, colour, opacity=0.07, stroke=colour, width=1.8)
+        svg.rect(x, top, bw, 44, colour, opacity=0.85)
+        svg.text(x + 10, top + 19, heading, size=14, weight="bold", colour="white")
+        svg.text(x + 10, top + 36, sub, size=11, colour="white")
+        y = top + 64
+        for text, kind in body:
+            indent = 3.2 * (len(text) - len(text.lstrip()))  # SVG collapses the spaces of an indent
+            text = text.strip()
+            if kind == "code":
+                svg.text(x + 10 + indent, y, text, size=10.5, colour="#222")
+            elif kind == "head":
+                svg.text(x + 10 + indent, y, text, size=11, weight="bold", colour=colour)
+            elif kind == "note":
+                svg.text(x + 10 + indent, y, text, size=10.5, colour=MUTED)
+            y += 18 if kind else 8
+        for k, f in enumerate(files):
+            svg.text(x + bw / 2, top + bh + 20 + 16 * k, f, size=12 if k == 0 else 11, anchor="middle",
+                     weight="bold" if k == 0 else "normal", colour="#222" if k == 0 else MUTED)
+        if i:
+            arrow(svg, x - gap + 4, top + 22, x - 4, top + 22, width=2)
+    lines(svg, 24, top + bh + 70, [
+        "One trainer per stage: stages/CMakeLists.txt fills stages/train_main.cu.in with the stage's header and "
+        "#define GPT_STAGE gpt::Stage04 (say); its main(), common/train/main.inl,",
+        "calls gpt::train<Stage>(opt). The graph reads its ops only from Ops<S>, never from the stage directly. Each "
+        "box's lines are taken from its file, shortened (…).",
+    ], size=12)
+    svg.write(str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# lm_head_rows.svg (chapter 05: why 50257 columns are slow)
+
+ROW_BOUNDARY = 16  # bytes: the loads of cuBLASLt's fast kernels (common/cuda/gemm.cuh, "Alignment")
+BF16_BYTES = 2
+ROWS_DRAWN = 8
+
+
+def vocab_sizes(root):
+    """V (common/model/config.h) and stage 05's Vp, V rounded up to kVocabMultiple as padded_vocab does."""
+    config = (root / "common/model/config.h").read_text(encoding="utf-8")
+    stage05 = (root / "stages/05_vocab_padding/stage.cuh").read_text(encoding="utf-8")
+    v = re.search(r"int vocab_size = (\d+);", config)
+    multiple = re.search(r"static constexpr int kVocabMultiple = (\d+);", stage05)
+    if not (v and multiple):
+        raise SystemExit("figures: no vocab_size in common/model/config.h or kVocabMultiple in stage 05: update "
+                         "tests/docs/course_figures.py")
+    v, multiple = int(v.group(1)), int(multiple.group(1))
+    return v, (v + multiple - 1) // multiple * multiple, multiple
+
+
+def alignment_of(stride):
+    """The largest power of two up to 16 that divides a row's bytes: gemm.cuh's detail::alignment."""
+    a = ROW_BOUNDARY
+    while a > 1 and stride % a:
+        a //= 2
+    return a
+
+
+def lm_head_rows(path, root):
+    v, vp, multiple = vocab_sizes(root)
+
+    def offsets(columns):  # where the rows drawn start, past a 16-byte boundary
+        return ", ".join(str(BF16_BYTES * columns * r % ROW_BOUNDARY) for r in range(ROWS_DRAWN))
+
+    W, H = 1040, 800  # H: cut to the last line below
+    svg = canvas(W, H, "Rows of the logits against 16-byte boundaries",
+                 f"bf16 logits, one row per position, row-major: row r starts 2 × columns × r bytes after row 0 "
+                 f"(cudaMalloc'd: on a 256-byte boundary); the first {ROWS_DRAWN} rows' starts",
+                 desc=f"The start of each of the first {ROWS_DRAWN} rows of bf16 logits against 16-byte boundaries: "
+                      f"with {v} columns they lie {offsets(v)} bytes past one; with {vp}, {offsets(vp)}.")
+    px = 9                  # pixels per byte
+    window = 3 * ROW_BOUNDARY
+    gx = 250                # where the drawn bytes start
+
+    def panel(y, columns, heading, sub):
+        stride = BF16_BYTES * columns
+        svg.text(24, y, heading, size=14, weight="bold")
+        svg.text(24, y + 18, sub, size=12, colour=MUTED)
+        y += 40
+        for b in range(0, window + 1, ROW_BOUNDARY):
+            svg.text(gx + b * px, y - 4, f"+{b}" if b else "16·k", size=10, anchor="middle", colour=MUTED)
+        aligned = 0
+        for r in range(ROWS_DRAWN):
+            start = stride * r
+            off = start % ROW_BOUNDARY
+            aligned += off == 0
+            ry = y + 4 + r * 28
+            svg.text(24, ry + 15, f"row {r}", size=12, weight="bold")
+            svg.text(80, ry + 15, f"starts at byte {start:,}", size=11, colour=TEXT)
+            # The window: the 16-byte block the row starts in and the two after it. Before the
+            # start, the end of row r − 1 (grey); the row's elements before its first boundary,
+            # which no aligned 16-byte load can start from, orange; the rest in 16-byte loads, blue.
+            head = (ROW_BOUNDARY - off) % ROW_BOUNDARY
+            cells = []
+            for byte in range(0, window, BF16_BYTES):
+                if byte < off:
+                    fill = "#d0d0d0"
+                elif byte < off + head:
+                    fill = ORANGE
+                else:
+                    fill = BLUE
+                cells.append(f'<rect x="{gx + byte * px + 1}" y="{ry + 2}" width="{BF16_BYTES * px - 2}" '
+                             f'height="18" fill="{fill}"/>')
+            svg.add('<g fill-opacity="0.85">' + "".join(cells) + "</g>")
+            for b in range(0, window + 1, ROW_BOUNDARY):
+                svg.line(gx + b * px, ry - 2, gx + b * px, ry + 24, colour="#222", width=1.6)
+            svg.line(gx + off * px, ry - 1, gx + off * px, ry + 23, colour=RED if off else GREEN, width=2.4)
+            status = "aligned" if off == 0 else f"{head // BF16_BYTES} element{'s' if head > 2 else ''} before a " \
+                                                 "boundary"
+            svg.text(gx + window * px + 14, ry + 15, f"mod 16 = {off:2d}", size=12, weight="bold",
+                     colour=GREEN if off == 0 else RED)
+            svg.text(gx + window * px + 112, ry + 15, status, size=11, colour=TEXT)
+        period = ROW_BOUNDARY // math.gcd(stride, ROW_BOUNDARY)
+        end = y + 4 + ROWS_DRAWN * 28 + 14
+        if period == 1:
+            power = stride & -stride  # the largest power of two dividing the row's bytes
+            verdict = (f"every row starts on a 16-byte boundary ({aligned} of {ROWS_DRAWN} drawn); in fact on a "
+                       f"{power}-byte one: {stride:,} = {power} × {stride // power:,}")
+        else:
+            verdict = (f"one row in {period} starts on a 16-byte boundary ({aligned} of {ROWS_DRAWN} drawn); the "
+                       f"matrix is {alignment_of(stride)}-byte aligned, as gemm.cuh's alignment() finds it")
+        svg.text(24, end, verdict, size=12, weight="bold", colour=TEXT)
+        return end
+
+    stride = BF16_BYTES * v
+    period = ROW_BOUNDARY // math.gcd(stride, ROW_BOUNDARY)
+    y = panel(92, v, f"V = {v:,} columns (stages 02-04)",
+              f"a row is 2 × {v:,} = {stride:,} bytes; {stride:,} mod 16 = {stride % ROW_BOUNDARY}: each row starts "
+              f"{stride % ROW_BOUNDARY} bytes further past a boundary than the one before")
+    stride_p = BF16_BYTES * vp
+    y = panel(y + 46, vp, f"Vp = {vp:,} columns (stage 05: V rounded up to kVocabMultiple = {multiple})",
+              f"a row is 2 × {vp:,} = {stride_p:,} bytes = 16 × {stride_p // ROW_BOUNDARY:,}; the {vp - v} extra "
+              "columns are zero weights, masked out of the softmax")
+    ly = y + 34
+    svg.rect(24, ly - 11, 20, 14, "#d0d0d0")
+    svg.text(50, ly, "end of the row before", size=12)
+    svg.rect(220, ly - 11, 20, 14, ORANGE, opacity=0.85)
+    svg.text(246, ly, "the row, before its first 16-byte boundary", size=12)
+    svg.rect(540, ly - 11, 20, 14, BLUE, opacity=0.85)
+    svg.text(566, ly, "the row, in 16-byte (8-element) pieces", size=12)
+    end = lines(svg, 24, ly + 28, [
+        "One cell: one bf16 element (2 bytes); black lines: 16-byte boundaries. cuBLASLt's fast kernels load 16 "
+        "bytes at a time (common/cuda/gemm.cuh,",
+        f"\"Alignment\"): with rows only {alignment_of(stride)}-byte aligned it must pick slower kernels, or has "
+        "none and multiplies padded copies; any kernel",
+        f"that reads rows 16 bytes at a time starts ragged on {period - 1} rows in {period}. The offsets are computed "
+        "by the script from V and kVocabMultiple as the code defines them.",
+    ], size=12)
+    svg.height = int(end)
+    svg.write(str(path))
+
 
 
 FIGURES = {
@@ -925,5 +1412,8 @@ FIGURES = {
     "memory_per_stage.svg": memory_per_stage,
     "number_formats.svg": number_formats,
     "ladder.svg": ladder,
+    "roofline.svg": roofline,
+    "step_path.svg": step_path,
+    "lm_head_rows.svg": lm_head_rows,
 }
 

@@ -7,9 +7,10 @@
 
 The CTest test docs.figures_match_script runs --check. A figure is a function of this file, of
 course_figures.py beside it, of the SVG helpers they share with the benchmarks' plots
-(tests/bench/plot.py) and of the committed files they read (the kernel's sources, the ladders'
-results.csv in docs/results/), with no date and no randomness: the same inputs always give the
-same bytes. After a change to any of them, run it.
+(tests/bench/plot.py) and of the committed files they read (the kernels' and trainers' sources,
+the ladders' results.csv and results.json and the kernel benchmark's stageNN.json in
+docs/results/), with no date and no randomness: the same inputs always give the same bytes. After
+a change to any of them, or a new results directory, run it.
 
   attention_tiles.svg   chapter 03, "Tiles": the causal score matrix of one (batch, head) at
                         T = 256 cut into the kernel's 64 x 64 tiles (skipped, diagonal, full;
@@ -50,8 +51,27 @@ these):
                         fp32, TF32, bf16 and fp16 holding π, with largest, smallest normal and
                         epsilon computed from the bit counts (checked against struct's fp32/fp16).
   ladder.svg            docs/README.md, "The ladder so far" (and README.md): tokens/s per stage
-                        and PyTorch's counterparts, read from the ladders' results.csv, H200 and
-                        H100 panels, the chapters' H100 predictions hatched.
+                        and the PyTorch entries of the same run beside their stages, measured
+                        only, from one ladder run: of docs/results/*/ladder/results.json the one
+                        with the latest meta date in which every C++ stage finished (at present
+                        2026-11-28_h200_9cf1cf3, an H200); GPU, date and directory in the caption.
+  roofline.svg          chapter 00, "Why it is slow": the H200's roofline, log-log, from its data
+                        sheet (4.8 TB/s HBM3e; 989 TFLOP/s bf16 dense, 67 fp32; ridges ≈ 206 and
+                        ≈ 14 FLOP/B), with stage 00's kernels at B = 16 from
+                        docs/results/2026-11-28_h200_9cf1cf3/kernels/stage00.json as points
+                        (flops / bytes, flops / median); the ops with no FLOPs counted (LayerNorm,
+                        GELU, residual, embedding, classifier) as a strip of achieved GB/s ÷ the
+                        slope beside it, no FLOPs estimated. Its LayerNorm, softmax and classifier
+                        are the first versions (a thread per row), as measured at 9cf1cf3.
+  step_path.svg         chapter 00, "How the stages plug in": one training step through the code,
+                        four boxes: the policy (stages/NN_*/stage.cuh), the op table Ops<S>
+                        (common/train/policy.h), the model graph (common/train/model_graph.h),
+                        the training loop (common/train/loop.h, gpt.h). Every name drawn is looked
+                        up in its file first; the script stops if one is gone.
+  lm_head_rows.svg      chapter 05, "Why 50257 is slow": the first 8 rows of the bf16 logits
+                        against 16-byte boundaries, V = 50257 (row r starts 2·V·r bytes in:
+                        0, 2, ..., 14 past a boundary) and stage 05's Vp = 50304 (every row on
+                        one); V and kVocabMultiple read from common/model/config.h and stage 05.
 
 The sizes drawn are the kernel's own: the constants of stages/03_flash_attention/
 flash_attention.cuh and tensor_cores.cuh are read and compared with those this file draws, and so

@@ -63,6 +63,21 @@ it. The check fails when
   - a marker is not closed, is closed without being opened, or names a switch no stage turns on;
   - a listing is stale (regenerating fixes it) or a chapter does not link to its listing.
 
+Measured tables. A chapter never copies a measured number by hand: where it shows its measured
+table it holds a marker pair, and the table between the two lines is written from the committed
+GPU runs in docs/results/ by tests/docs/measured.py (which says what each table holds):
+
+    <!-- measured: 03 -->
+    <!-- end measured -->
+
+--check fails when a table is not what the results files say; regenerating fixes it, so a new
+results directory updates every chapter by regeneration alone.
+
+Links. Every relative link of docs/ (appendices and results included) and README.md must lead to
+a file that exists, and a link to a heading (page.md#anchor, or #anchor within the page) to a
+heading of that page (anchors as GitHub makes them); so must every "docs/<page>.md#<anchor>" named
+in the source (stages/, common/, tests/). --check reports each one that does not.
+
 Sources. A figure quoted from elsewhere names its source where it is quoted (title, author,
 year, address), so no page of docs/ and not README.md may say "the source material": both modes
 report each such line as a problem to fix by hand.
@@ -73,6 +88,8 @@ import re
 import sys
 import textwrap
 from pathlib import Path
+
+import measured  # beside this file
 
 QUOTED = r"""("[^"]+"|'[^']+')"""
 MARKER = re.compile(rf"<!-- excerpt: (\S+) (?:from {QUOTED} to {QUOTED}|line {QUOTED})( dedent)? -->$")
@@ -352,6 +369,96 @@ def shared_listing(stage_name, prev_name, on, regions):
     return "\n".join(out)
 
 
+def pages(root):
+    """The pages whose excerpts and measured tables are kept: docs/, its appendices, the results'
+    README and README.md."""
+    docs = root / "docs"
+    found = [*sorted(docs.glob("*.md")), *sorted((docs / "appendices").glob("*.md"))]
+    found += [p for p in (docs / "results" / "README.md", root / "README.md") if p.is_file()]
+    return found
+
+
+def slug(heading):
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"<[^>]+>", "", heading).strip().lower()
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link in a heading counts by its text
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def anchors(path, cache={}):
+    """Every anchor of a Markdown page: its headings (outside code blocks), numbered as GitHub
+    numbers repeats (name, name-1, ...), and <a id=...> / <a name=...> tags."""
+    if path not in cache:
+        found, seen, fence = set(), {}, None
+        for line in path.read_text(encoding="utf-8").split("\n"):
+            m = re.match(r"\s*(```+|~~~+)", line)
+            if m:
+                fence = None if fence and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) else (fence or m.group(1))
+                continue
+            if fence:
+                continue
+            h = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
+            if h:
+                base = slug(h.group(1))
+                n = seen.get(base, 0)
+                seen[base] = n + 1
+                found.add(base if n == 0 else f"{base}-{n}")
+            found.update(re.findall(r"<a\s+(?:id|name)=\"([^\"]+)\"", line))
+        cache[path] = found
+    return cache[path]
+
+
+def link_problem(root, page, target, pending):
+    """Why a relative link from `page` to `target` leads nowhere, or None (`pending`: files about to be written)."""
+    path, _, anchor = target.partition("#")
+    dest = page if not path else (page.parent / path).resolve()
+    if path and not dest.exists() and dest not in pending:
+        return "no such file"
+    if anchor and dest.suffix == ".md" and dest.is_file() and anchor not in anchors(dest):
+        return f"no heading #{anchor} in {dest.relative_to(root).as_posix() if root in dest.parents else dest}"
+    return None
+
+
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+SOURCE_LINK = re.compile(r"\bdocs/([\w./-]+\.md)#([\w-]+)")
+
+
+def broken_links(root, problems, pending):
+    """Relative links of the pages and README.md, and docs/<page>.md#<anchor> in the source, that lead nowhere."""
+    docs = root / "docs"
+    md_pages = [*sorted(docs.glob("*.md")), *sorted((docs / "appendices").glob("*.md")), *sorted((docs / "results").glob("*.md"))]
+    md_pages += [root / "README.md"] if (root / "README.md").is_file() else []
+    for page in md_pages:
+        fence = False
+        for n, line in enumerate(page.read_text(encoding="utf-8").split("\n"), 1):
+            if re.match(r"\s*```", line):
+                fence = not fence
+            if fence:
+                continue
+            for target in LINK.findall(re.sub(r"`[^`]*`", "", line)):
+                if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("<"):
+                    continue  # https:, mailto: ...
+                why = link_problem(root, page, target, pending)
+                if why:
+                    problems.append((f"{page.relative_to(root).as_posix()}:{n}: link {target}: {why}", False))
+    for folder in ("stages", "common", "tests"):
+        for src in sorted((root / folder).rglob("*")) if (root / folder).is_dir() else []:
+            if not src.is_file() or src.suffix not in {".cuh", ".h", ".cpp", ".cu", ".py", ".sh", ".cmake", ".txt", ".md"} \
+                    or src.name == "test_sync_docs.py":  # its made-up pages
+                continue
+            try:
+                text = src.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            for n, line in enumerate(text.split("\n"), 1):
+                for page, anchor in SOURCE_LINK.findall(line):
+                    dest = docs / page
+                    why = "no such file" if not dest.is_file() else \
+                        None if anchor in anchors(dest) else f"no heading #{anchor}"
+                    if why:
+                        problems.append((f"{src.relative_to(root).as_posix()}:{n}: docs/{page}#{anchor}: {why}", False))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if anything is stale")
@@ -361,11 +468,13 @@ def main():
     problems, warnings = [], []  # problems: (line, whether regenerating fixes it)
     writes, removals = [], []
 
-    for md in sorted((root / "docs").glob("*.md")):
+    for md in pages(root):
         new = sync_markdown(root, md, problems, warnings)
+        new = measured.sync(root, md, new, problems)
         if new != md.read_text(encoding="utf-8"):
             writes.append((md, new))
-        unnamed_sources(root, md, problems)
+        if md.parent == root / "docs":
+            unnamed_sources(root, md, problems)
     if (root / "README.md").is_file():
         unnamed_sources(root, root / "README.md", problems)
 
@@ -402,6 +511,7 @@ def main():
             problems.append((f"docs/diffs/{path.name}: no such stage", True))
             removals.append(path)
 
+    broken_links(root, problems, {path.resolve() for path, _ in writes})
     for w in warnings:
         print(w)
     if args.check:

@@ -6,6 +6,7 @@ Run by CTest (docs.sync_docs_selftest); Python 3 standard library only:
 
     python3 tests/docs/test_sync_docs.py
 """
+import json
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,110 @@ class UnnamedSources(unittest.TestCase):
             run = subprocess.run([sys.executable, str(SCRIPT), "--root", tmp], capture_output=True, text=True,
                                  timeout=60)
             self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+
+
+def make_run(root, name, gpu, date, ms_per_step, commit="abc1234"):
+    """A results directory as tests/gpu_check.sh archives it: a ladder with stage 00, its kernels."""
+    run = root / "docs" / "results" / name
+    (run / "ladder").mkdir(parents=True)
+    (run / "kernels").mkdir()
+    (run / f"gpu_check_{commit}.txt").write_text("GPU check\n")
+    ceilings = {"copy": {"gb_per_s": 4000.0}, "gemm": {"tflops": 800.0, "dtype": "bf16"}, "datasheet_bf16_tflops": 989}
+    entry = {"key": "cpp_00", "status": "ok", "median_ms": ms_per_step, "tokens_per_s": 16384 / ms_per_step * 1e3,
+             "mfu": 0.03, "peak_memory_bytes": 2 ** 30}
+    (run / "ladder" / "results.json").write_text(json.dumps(
+        {"meta": {"gpu": gpu, "date": date + " 06:00 UTC"}, "ceilings": ceilings, "entries": [entry]}))
+    row = {"op": "LayerNorm", "pass": "forward", "batch": 16, "status": "ok", "ms_median": 0.5, "gb_per_s": 2000.0}
+    (run / "kernels" / "stage00.json").write_text(json.dumps(
+        {"device_name": gpu, "date": date + "T06:00:00Z", "ceilings": ceilings, "rows": [row]}))
+
+
+TABLE = "# 00\n\n## Measured effect\n\n<!-- measured: 00 -->\n<!-- end measured -->\n"
+
+
+class MeasuredTables(unittest.TestCase):
+    def test_a_table_is_written_from_the_results_and_kept_by_check(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_repo(root, TABLE)
+            make_run(root, "2026-01-01_h200", "NVIDIA H200", "2026-01-01", 500.0)
+            code, out = check(root)
+            self.assertEqual(code, 1, out)
+            self.assertIn("measured table 00 is not what docs/results/ says", out)
+            code, out = write(root)
+            self.assertEqual(code, 0, out)
+            text = (root / "docs" / "00_base.md").read_text()
+            self.assertIn("| step | 500.0 ms [a] |", text)
+            self.assertIn("| LayerNorm forward | 0.5000 ms, 2,000 GB/s, 50 % of copy [a] |", text)
+            self.assertIn("[a] [2026-01-01_h200](results/2026-01-01_h200/): NVIDIA H200, 2026-01-01 06:00 UTC, "
+                          "commit abc1234", text)
+            self.assertEqual(check(root)[0], 0, check(root)[1])
+
+    def test_a_new_run_makes_the_table_stale_and_regenerating_takes_its_figures(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_repo(root, TABLE)
+            make_run(root, "2026-01-01_h200", "NVIDIA H200", "2026-01-01", 500.0)
+            write(root)
+            make_run(root, "2026-02-01_h200", "NVIDIA H200", "2026-02-01", 400.0, commit="def5678")
+            self.assertEqual(check(root)[0], 1)
+            write(root)
+            text = (root / "docs" / "00_base.md").read_text()
+            self.assertIn("| step | 400.0 ms [a] |", text)
+            self.assertIn("commit def5678", text)
+            self.assertNotIn("500.0 ms", text)
+
+    def test_an_older_gpu_keeps_its_own_column(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_repo(root, TABLE)
+            make_run(root, "2026-01-01_h100", "NVIDIA H100 80GB HBM3", "2026-01-01", 600.0)
+            make_run(root, "2026-02-01_h200", "NVIDIA H200", "2026-02-01", 400.0)
+            write(root)
+            text = (root / "docs" / "00_base.md").read_text()
+            self.assertIn("| B = 16, T = 1024 | NVIDIA H200 | NVIDIA H100 80GB HBM3 |", text)
+            self.assertIn("| step | 400.0 ms [a] | 600.0 ms [b] |", text)
+
+    def test_an_unknown_table_or_an_unclosed_marker_fails(self):
+        for chapter, message in (("<!-- measured: 99 -->\n<!-- end measured -->\n", "no measured table named '99'"),
+                                 ("<!-- measured: 00 -->\n", "is not closed")):
+            with tempfile.TemporaryDirectory() as tmp:
+                make_repo(Path(tmp), chapter)
+                code, out = check(Path(tmp))
+                self.assertEqual(code, 1, out)
+                self.assertIn(message, out)
+
+
+class Links(unittest.TestCase):
+    def run_on(self, chapter, source=None):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_repo(root, chapter)
+            (root / "docs" / "other.md").write_text("# Other\n\n## A `code` heading: (yes)\n\n```\n# not a heading\n```\n")
+            if source:
+                (root / "common").mkdir()
+                (root / "common" / "x.h").write_text(source)
+            return check(root)
+
+    def test_links_to_files_and_headings_that_exist_pass(self):
+        code, out = self.run_on("# 00\n\n## Here\n\n[a](other.md#a-code-heading-yes) [b](#here) [c](https://x.org/#y)\n",
+                                "// see docs/other.md#other\n")
+        self.assertEqual(code, 0, out)
+
+    def test_a_missing_file_or_heading_fails(self):
+        for chapter in ("[a](missing.md)\n", "[a](other.md#nowhere)\n", "[a](#nowhere)\n", "[a](other.md#not-a-heading)\n"):
+            code, out = self.run_on(chapter)
+            self.assertEqual(code, 1, chapter + out)
+            self.assertIn("docs/00_base.md:1: link", out)
+
+    def test_a_link_in_code_is_not_checked(self):
+        code, out = self.run_on("`[a](missing.md)`\n\n```\n[b](missing.md)\n```\n")
+        self.assertEqual(code, 0, out)
+
+    def test_a_chapter_named_in_the_source_must_have_the_heading(self):
+        code, out = self.run_on("# 00\n", "// see docs/other.md#gone\n")
+        self.assertEqual(code, 1, out)
+        self.assertIn("common/x.h:1: docs/other.md#gone: no heading #gone", out)
 
 
 BASE_POLICY = "struct Stage00 {\n    static constexpr bool kCaptureStep = false;\n};\n"

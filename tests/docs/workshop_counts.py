@@ -194,7 +194,9 @@ def check_doc(root, counts, problems):
 
 def check_done_lines(root, counts, problems):
     """Every exercise says what "done" prints, with its count, in its chapter and in the guide."""
-    chapters = {p.stem[:2]: p for p in (root / "docs").glob("[0-9][0-9]_*.md")}
+    chapters = {}  # a stage's chapter may come in parts: 03_flash_attention.md, 03b_...md
+    for p in sorted((root / "docs").glob("[0-9][0-9]*_*.md")):
+        chapters.setdefault(p.stem[:2], []).append(p)
     found = {}
     for path in sorted((root / "docs").glob("*.md")):
         rel = path.relative_to(root).as_posix()
@@ -207,9 +209,10 @@ def check_done_lines(root, counts, problems):
                 elif n != counts[name][0]:
                     problems.append(f"{rel}:{i + 1}: {name} has {tests_word(counts[name][0])}, the line says {n}")
     for name, (nn, _) in sorted(exercises(root).items()):
-        for path in (chapters.get(nn), root / DOC):
-            rel = path.relative_to(root).as_posix() if path else f"docs/{nn}_*.md"
-            if rel not in found.get(name, set()):
+        for paths in (chapters.get(nn, []), [root / DOC]):
+            rels = [p.relative_to(root).as_posix() for p in paths]
+            rel = " or ".join(rels) or f"docs/{nn}_*.md"
+            if not found.get(name, set()) & set(rels):
                 problems.append(f"{rel}: no line says what done looks like for {name}: "
                                 f"\"`tests/workshop_check.sh {name}` prints `PASS` ({tests_word(counts[name][0])})\"")
 
