@@ -21,8 +21,8 @@
 // rounding the GPU makes: operands to TF32, by truncation as well as to nearest, results and
 // intermediates to bf16) at the sizes of tests/gpu/stage_tests.cuh; they are quoted below in u.
 // On an H100 (2026-11-23) every kernel test of stages 00-02 passed within them, and on an H200
-// (2026-11-27) every one of stages 00-06, the attention backward's judged as "Sums whose terms
-// are larger than they are" says (dq and dk so in 70 runs; dv so not yet run). They are never
+// (2026-11-28, docs/results/2026-11-28_h200_9cf1cf3) every one of stages 00-06, the attention
+// backward's dq, dk and dv judged as "Sums whose terms are larger than they are" says. They are never
 // loosened to make a failure pass: a change here carries its reason in this comment.
 #pragma once
 #include <algorithm>

@@ -20,16 +20,15 @@
 // another's result. A warp per row would split every q·k over 32 lanes and add it up with 5
 // shuffles per score.
 //
-// Why it is slower, a prediction (not measured): an H100 SM does 128 fp32 FMAs, 256 FLOPs, per
-// clock, against 4,096 bf16 FLOPs on its tensor cores: 16 times fewer (NVIDIA's H100 SXM data
-// sheet: 67 against 989 TFLOP/s, dense). At B = 16, T = 1024, 12 heads of 64 the forward is 25.8
+// Why it is slower, a prediction: an H100 or H200 SM does 128 fp32 FMAs, 256 FLOPs, per clock,
+// against 4,096 bf16 FLOPs on its tensor cores: 16 times fewer (the SXM data sheets: 67 against
+// 989 TFLOP/s, dense). At B = 16, T = 1024, 12 heads of 64 the forward is 25.8
 // GFLOP per layer (causal half), so this kernel takes at least 25.8 / 67 = 0.39 ms. Every 4 FMAs
 // also need one 16-byte shared-memory read of k or v (the compiler merges four neighbouring
 // reads): 5 instructions, and an SM issues 4 a clock, which its FMAs alone would fill: 0.39 × 5/4
-// = 0.48 ms. The stage's forward measured 0.144 ms on an H200 (same SMs, same peaks;
-// docs/03_flash_attention.md, "Measured effect"): predicted about 3.3 times as fast as this one,
-// not 16, because the tensor-core kernel spends much of its time on the softmax and reaches 18%
-// of its peak.
+// = 0.48 ms. The stage's tensor-core forward was predicted about 3 times as fast as this one, not
+// 16, because it spends much of its time on the softmax; the GPU runs measured about 12 times
+// (docs/03_flash_attention.md, "The algorithm alone", says why the prediction missed).
 //
 // Not used by the trainer: BasicFlashForward below is one of the benchmark's variants
 // (tests/bench/attention_variants.cuh) and is tested by Kernels.AttentionForwardWithoutTensorCores.

@@ -13,7 +13,8 @@
 //             flash_backward_kernel       dk, dv, dq's sums <- q, k, v, dout, lse, D  (one block: 64 keys)
 //             flash_dq_from_sums_kernel   dq            <- dq's sums
 //
-// What makes it fast (docs/03_flash_attention.md, "What makes the kernels fast", counts each):
+// What makes it fast (docs/03b_flash_attention_tensor_cores.md, "What makes the kernels fast",
+// counts each):
 // - 32 query rows per warp: every k and v operand read from shared memory feeds two products;
 // - k and v arrive in separate cp.async groups, two buffers each: the scores of tile j start as
 //   soon as its k is there, while its v and the next k are still on their way;

@@ -10,7 +10,8 @@
 //   D  4 floats: (g, 2c), (g, 2c+1), (g+8, 2c), (g+8, 2c+1)
 // So the D of two neighbouring 8-column tiles is, once rounded to bf16, exactly the A of the next
 // product: probabilities never leave the registers (a_from_accumulators in flash_attention.cuh).
-// docs/03_flash_attention.md, "The tensor-core fragments", draws them (docs/figures/mma_fragments.svg).
+// docs/03b_flash_attention_tensor_cores.md, "The tensor-core fragments", draws them
+// (docs/figures/mma_fragments.svg).
 #pragma once
 #include <cuda_bf16.h>
 

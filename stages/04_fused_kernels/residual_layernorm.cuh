@@ -44,7 +44,7 @@ using stage00::kWarps;
 // kBackwardCachedPacks packs a lane, the row's x and dout too (C up to 768 in bf16: GPT-2 124M's
 // width). Two blocks of 256 threads fit on an SM at up to 128 registers a thread: both at 4 packs
 // would take 190 on sm_90 and halve the warps an SM holds, at 3 they take 128 (ptxas -v;
-// docs/04_fused_kernels.md has the table).
+// docs/appendices/04_fused_kernels.md has the table).
 constexpr int kBackwardSummedPacks = 4;
 constexpr int kBackwardCachedPacks = 3;
 

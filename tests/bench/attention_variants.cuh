@@ -1,6 +1,6 @@
 // The benchmark's variants of stage 03's attention (tests/bench/attention.py, bench_stageNN
 // --attention-variants yes): ops the trainer never uses, timed beside the stage's own so that
-// docs/03_flash_attention.md can say what each design choice is worth, measured in one run.
+// docs/03b_flash_attention_tensor_cores.md can say what each design choice is worth.
 //
 //   before: 64 x 64 tiles, a dq kernel   stage 03's kernels before they took FlashAttention-2's design
 //                                        (namespace before, below, as they were, only their building

@@ -241,7 +241,7 @@ struct RowsCase {
 // Widths for each path of the LayerNorm kernels (stages/00_fp32_baseline/layernorm.cuh, and stage
 // 04's fused backward in residual_layernorm.cuh). In 16-byte packs of 4 floats or 8 bf16: 99 is
 // in neither, 36 and 100 only in floats. The row stays in registers between passes up to 768
-// floats or 1024 bf16, which fill every slot a lane has (1000 in fp32 and 1600 are read again),
+// floats or 1024 bf16, which fill every slot a lane has (1000 and 1024 in fp32, and 1600, are read again),
 // in stage 04's backward up to 768 bf16 (1000 keeps only its column sums there, 1600, GPT-2 XL's
 // width, neither); at 640 in bf16 (80 packs) lanes 16-31 have one pack fewer than the others.
 // Row counts odd and even, and 6007: more rows than the fused backward's one wave of blocks has
@@ -860,7 +860,7 @@ TEST_F(Kernels, AttentionForwardWithoutTensorCores) {
 // sums of dq, which each backward must set to 0 itself) must not change the second, and both must
 // match the CPU. Stage 03 adds dq's shares with atomic additions, in whatever order the blocks run,
 // so the second run is compared with the first within the attention tolerance, not bit for bit
-// (docs/03_flash_attention.md, "What determinism costs").
+// (docs/03b_flash_attention_tensor_cores.md, "What determinism costs").
 TEST_F(Kernels, AttentionBackwardRepeats) {
     Rng rng(test_seed());
     StageContext ctx;
