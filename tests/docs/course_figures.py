@@ -6,7 +6,9 @@ quoted from a chapter, and the comment beside it says which. Each draw function 
 SVG's path and the repository root.
 """
 
+import contextlib
 import csv
+import io
 import json
 import math
 import re
@@ -209,7 +211,7 @@ def online_softmax(path, root):
 
 
 # ----------------------------------------------------------------------------------------------
-# flash_backward_walk.svg (chapter 03, "The backward pass")
+# flash_backward_walk.svg (chapter 03b, "The backward pass")
 
 BACKWARD_TILE, BACKWARD_THREADS = 64, 128  # kTile and kBackwardThreads of flash_attention.cuh
 BACKWARD_T = 256
@@ -1403,6 +1405,45 @@ def lm_head_rows(path, root):
 
 
 
+# step_NN.svg (chapter NN, "Measured effect"): where one step's time goes in stage NN, beside the
+# stage before it, from the latest run that has both stages' kernel benchmarks and its ladder.
+# tests/bench/step_breakdown.py draws it (its bars, groups and ladder marks), from the committed
+# files as they are: a new results directory changes the figure by regeneration alone.
+
+def latest_kernel_run(root, stages):
+    """The results directory with the latest ladder date that has kernels/stageNN.json for every
+    stage of `stages`, and ladder/results.json."""
+    runs = []
+    for ladder_file in (root / "docs" / "results").glob("*/ladder/results.json"):
+        run = ladder_file.parent.parent
+        if all((run / "kernels" / f"stage{n}.json").is_file() for n in stages):
+            with open(ladder_file, encoding="utf-8") as f:
+                runs.append((json.load(f)["meta"]["date"], run.name, run))
+    if not runs:
+        raise SystemExit(f"figures: no docs/results/* has the kernel benchmarks of stages {', '.join(stages)} "
+                         "and a ladder")
+    return max(runs)[2]
+
+
+def step_bars(stage):
+    def draw(path, root):
+        import step_breakdown  # tests/bench, on the path beside plot.py
+        stages = [stage] if stage == "00" else [f"{int(stage) - 1:02d}", stage]
+        run = latest_kernel_run(root, stages)
+        args = ["--out", str(path), "--ladder", str(run / "ladder" / "results.json")]
+        args += [str(run / "kernels" / f"stage{n}.json") for n in stages]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = step_breakdown.main(args)
+        if code not in (0, 1):  # 1: drawn, a row noted as missing in the figure itself
+            raise SystemExit(f"figures: step_breakdown.py could not draw {path} (exit {code})")
+        # the run's directory, not this machine's path, in the figure
+        text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") else open(path).read()
+        text = text.replace(str(root) + "/", "")
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    return draw
+
+
 FIGURES = {
     "online_softmax.svg": online_softmax,
     "flash_backward_walk.svg": flash_backward_walk,
@@ -1415,5 +1456,6 @@ FIGURES = {
     "roofline.svg": roofline,
     "step_path.svg": step_path,
     "lm_head_rows.svg": lm_head_rows,
+    **{f"step_{n:02d}.svg": step_bars(f"{n:02d}") for n in range(7)},
 }
 

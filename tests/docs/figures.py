@@ -17,7 +17,7 @@ a change to any of them, or a new results directory, run it.
                         which blockIdx.x takes each row of tiles), and where one block keeps its
                         operands (q in registers, k and v tiles double-buffered in shared memory,
                         s and o in registers per warp).
-  mma_fragments.svg     chapter 03, "The tensor-core fragments": which of the 32 lanes of a warp
+  mma_fragments.svg     chapter 03b, "The tensor-core fragments": which of the 32 lanes of a warp
                         holds which element of A (16 x 16), B (16 x 8) and the fp32 D (16 x 8) of
                         mma.sync.m16n8k16, and how the D of two neighbouring 8-column tiles is
                         the A of the next product (a_from_accumulators).
@@ -29,7 +29,7 @@ these):
                         of a small fixed example; after each tile the running maximum m, the
                         factor exp(m_old - m) and the rescaled l and o, then o / l and the
                         one-pass softmax beside it (the script checks that they agree).
-  flash_backward_walk.svg  chapter 03, "The backward pass": the three launches of the backward;
+  flash_backward_walk.svg  chapter 03b, "The backward pass": the three launches of the backward;
                         one block per 64 keys walking down the query tiles from its diagonal,
                         dk and dv kept in registers, each tile's share of dq added with atomicAdd
                         into fp32 sums in global memory by every key block, rounded once; the
@@ -41,7 +41,7 @@ these):
   cuda_graph_timeline.svg  chapter 04, "CUDA Graphs": a step's host and GPU timelines with and
                         without the graph, at B = 16 (to scale, the measured step) and at B = 1
                         (predicted); schematic, from the chapter's figures, not a profile.
-  ring_all_reduce.svg   chapter 06, "Buckets: summing while backward runs": a ring all-reduce on
+  ring_all_reduce.svg   chapter 06, "The idea": a ring all-reduce on
                         4 GPUs step by step (reduce-scatter, then all-gather), and the last
                         micro-batch's backward with each bucket's all-reduce on the second stream.
   memory_per_stage.svg  chapter 00, "Memory at GPT-2 124M, B = 16, T = 1024" (and the other
@@ -55,7 +55,7 @@ these):
                         only, from one ladder run: of docs/results/*/ladder/results.json the one
                         with the latest meta date in which every C++ stage finished (at present
                         2026-11-28_h200_9cf1cf3, an H200); GPU, date and directory in the caption.
-  roofline.svg          chapter 00, "Why it is slow": the H200's roofline, log-log, from its data
+  roofline.svg          chapter 00, "The yardsticks": the H200's roofline, log-log, from its data
                         sheet (4.8 TB/s HBM3e; 989 TFLOP/s bf16 dense, 67 fp32; ridges ≈ 206 and
                         ≈ 14 FLOP/B), with stage 00's kernels at B = 16 from
                         docs/results/2026-11-28_h200_9cf1cf3/kernels/stage00.json as points
@@ -72,6 +72,12 @@ these):
                         against 16-byte boundaries, V = 50257 (row r starts 2·V·r bytes in:
                         0, 2, ..., 14 past a boundary) and stage 05's Vp = 50304 (every row on
                         one); V and kVocabMultiple read from common/model/config.h and stage 05.
+  step_NN.svg           chapter NN, "Measured effect" (NN = 00 to 06): where one step's time goes
+                        in stage NN beside the stage before it (stage 00 alone), drawn by
+                        tests/bench/step_breakdown.py from the latest run that has both stages'
+                        kernel benchmarks and a ladder (kernels/stageNN.json, ladder/results.json):
+                        each op's median × the times a step runs it, grouped, with the ladder's
+                        measured ms per step beside each bar.
 
 The sizes drawn are the kernel's own: the constants of stages/03_flash_attention/
 flash_attention.cuh and tensor_cores.cuh are read and compared with those this file draws, and so
