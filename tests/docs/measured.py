@@ -352,11 +352,9 @@ def yardstick_table(all_runs, link_prefix):
                 return ""
             return (f"{statistics.median(xs):,.{digits}f} {unit} (median of {len(xs)}; "
                     f"{min(xs):,.{digits}f}–{max(xs):,.{digits}f})")
+        marks = ", ".join(t.mark(r) for r in all_runs if r.model == m)
         t.rows.append([y["gpu"], spread(y["copy"], "GB/s", 0), spread(y["gemm"], "TFLOP/s", 0),
-                       f"{y['datasheet']:.0f} TFLOP/s" if y["datasheet"] else "", str(y["runs"])])
-        for r in all_runs:
-            if r.model == m:
-                t.mark(r)
+                       f"{y['datasheet']:.0f} TFLOP/s" if y["datasheet"] else "", f"{y['runs']} [{marks}]"])
     note = ("Every ceiling measured in the committed runs (tests/bench's bench_ceilings: a 2 GiB device-to-device "
             "copy, a cuBLAS bf16 product with fp32 accumulation), pooled per GPU model.")
     return t.render(note, link_prefix)

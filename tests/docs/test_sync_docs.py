@@ -129,6 +129,22 @@ class MeasuredTables(unittest.TestCase):
             self.assertIn("| B = 16, T = 1024 | NVIDIA H200 | NVIDIA H100 80GB HBM3 |", text)
             self.assertIn("| step | 400.0 ms [a] | 600.0 ms [b] |", text)
 
+    def test_the_yardstick_is_the_median_of_every_ceiling_of_a_gpu_model(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_repo(root, "<!-- measured: yardsticks -->\n<!-- end measured -->\n")
+            make_run(root, "2026-01-01_h200", "NVIDIA H200", "2026-01-01", 500.0)
+            make_run(root, "2026-02-01_h200", "NVIDIA H200", "2026-02-01", 400.0)
+            ladder = root / "docs" / "results" / "2026-02-01_h200" / "ladder" / "results.json"
+            data = json.loads(ladder.read_text())
+            data["ceilings"]["gemm"]["tflops"] = 700.0
+            ladder.write_text(json.dumps(data))
+            write(root)
+            text = (root / "docs" / "00_base.md").read_text()
+            # four GEMM ceilings (a ladder and a kernel benchmark per run): 800, 800, 800, 700
+            self.assertIn("| NVIDIA H200 | 4,000 GB/s (median of 4; 4,000–4,000) | 800 TFLOP/s (median of 4; 700–800) | "
+                          "989 TFLOP/s | 2 [a, b] |", text)
+
     def test_an_unknown_table_or_an_unclosed_marker_fails(self):
         for chapter, message in (("<!-- measured: 99 -->\n<!-- end measured -->\n", "no measured table named '99'"),
                                  ("<!-- measured: 00 -->\n", "is not closed")):
