@@ -940,13 +940,15 @@ def ladder(path, root):
 H200_HBM_TB_S = 4.8       # "GPU Memory Bandwidth 4.8TB/s" (HBM3e), 10¹² bytes a second
 H200_BF16_TFLOPS = 989.0  # "BF16 Tensor Core 1,979 TFLOPS" with sparsity: 989 dense
 H200_FP32_TFLOPS = 67.0   # "FP32 67 TFLOPS": the CUDA cores' FMA rate, what stage 00's matmuls use
-# The points: stage 00's rows of the kernel benchmark in the GPU check at commit 9cf1cf3, before
-# e9a0ed3 gave stage 00's LayerNorm, causal softmax and classifier a warp or a block per row: these
-# are the first versions, a thread per row. Each row is one op timed alone (median of 20 warm runs,
-# the L2 emptied before each); `bytes` and `flops` are those common/train/op_cost.h counts (the
-# least the op must move; attention's FLOPs over the causal half, settings.attention_flops).
-ROOFLINE_RUN = "docs/results/2026-11-28_h200_9cf1cf3"
+# The points: stage 00's rows of the kernel benchmark in the latest committed H200 run that has
+# them (a new results directory changes the figure by regeneration alone). Each row is one op
+# timed alone (median of 20 warm runs, the L2 emptied before each); `bytes` and `flops` are those
+# common/train/op_cost.h counts (the least the op must move; attention's FLOPs over the causal
+# half, settings.attention_flops).
 ROOFLINE_BATCH = 16
+# The runs made before commit e9a0ed3 gave stage 00's LayerNorm, causal softmax and classifier a
+# warp or a block per row: in these the three are the first versions, a thread per row.
+FIRST_VERSION_RUNS = {"2026-11-23_h100", "2026-11-27_h200", "2026-11-28_h200", "2026-11-28_h200_9cf1cf3"}
 # The points labelled: (op, pass) -> label
 ROOFLINE_LABELS = {("Matmul lm_head", "forward"): "LM head fwd", ("Matmul lm_head", "backward"): "LM head bwd",
                    ("Matmul fc", "forward"): "fc fwd", ("Matmul fc", "backward"): "fc bwd",
@@ -954,16 +956,28 @@ ROOFLINE_LABELS = {("Matmul lm_head", "forward"): "LM head fwd", ("Matmul lm_hea
 PASS_SHORT = {"forward": "fwd", "backward": "bwd"}
 
 
+def roofline_run(root):
+    """(directory, its stage00.json) of the latest committed H200 run with stage 00's kernels."""
+    found = []
+    for path in (root / "docs" / "results").glob("*/kernels/stage00.json"):
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("device_name") == "NVIDIA H200" and data.get("precision") == "FP32" and data.get("rows"):
+            found.append((data.get("date", ""), path.parent.parent.name, data))
+    if not found:
+        raise SystemExit("figures: no docs/results/*/kernels/stage00.json of an H200: roofline.svg draws the "
+                         "H200's roofs; update tests/docs/course_figures.py")
+    _, directory, data = max(found, key=lambda run: (run[0], run[1]))
+    return directory, data
+
+
 def stage00_rows(root):
-    """(points, strip, run): the rows of stage 00 at B = 16 that were measured, split into those with
-    FLOPs counted (points: op, pass, intensity FLOP/B, TFLOP/s) and those with bytes only (strip: op,
-    pass, GB/s). Left out: the fusion slots stage 00 leaves unfused (`source` "unfused: ..."), whose
-    single ops have rows of their own, and the optimizer's row, which has no batch size."""
-    with open(root / ROOFLINE_RUN / "kernels" / "stage00.json", encoding="utf-8") as f:
-        run = json.load(f)
-    if run.get("device_name") != "NVIDIA H200" or run.get("precision") != "FP32":
-        raise SystemExit(f"figures: {ROOFLINE_RUN}/kernels/stage00.json is not stage 00 (fp32) on an H200: "
-                         "roofline.svg draws the H200's roofs; update tests/docs/course_figures.py")
+    """(points, strip, run, directory): the rows of stage 00 at B = 16 that were measured, split into
+    those with FLOPs counted (points: op, pass, intensity FLOP/B, TFLOP/s) and those with bytes only
+    (strip: op, pass, GB/s). Left out: the fusion slots stage 00 leaves unfused (`source`
+    "unfused: ..."), whose single ops have rows of their own, and the optimizer's row, which has no
+    batch size."""
+    directory, run = roofline_run(root)
     points, strip = [], []
     for r in run["rows"]:
         if r.get("batch") != ROOFLINE_BATCH or r.get("status") != "ok" or r["source"].startswith("unfused"):
@@ -972,12 +986,16 @@ def stage00_rows(root):
             points.append((r["op"], r["pass"], r["flops"] / r["bytes"], r["flops"] / r["ms_median"] / 1e9))
         else:
             strip.append((r["op"], r["pass"], r["bytes"] / r["ms_median"] / 1e6))
-    return points, strip, run
+    return points, strip, run, directory
 
 
 def roofline(path, root):
-    points, strip, run = stage00_rows(root)
-    commit = ROOFLINE_RUN.rsplit("_", 1)[1]
+    points, strip, run, directory = stage00_rows(root)
+    commits = [p.name[len("gpu_check_"):-len(".txt")] for p in (root / "docs" / "results" / directory).glob("gpu_check_*.txt")
+               if re.fullmatch(r"gpu_check_[0-9a-f]{7,40}\.txt", p.name)]
+    commit = f"commit {sorted(commits)[-1]}" if commits else directory
+    matmuls = [tflops for op, _, _, tflops in points if op.startswith("Matmul")]
+    attention = [tflops for op, _, _, tflops in points if op == "Attention"]
     ridge_bf16 = H200_BF16_TFLOPS / H200_HBM_TB_S  # FLOP/B where the slope meets the roof: 206
     ridge_fp32 = H200_FP32_TFLOPS / H200_HBM_TB_S  # 14
     W, H = 1040, 720
@@ -985,11 +1003,12 @@ def roofline(path, root):
                  f"GPT-2 124M, B = {ROOFLINE_BATCH}, T = {run['settings']['seq']}, fp32: each op timed alone "
                  f"(median, L2 emptied); roofs from the H200 SXM data sheet",
                  desc="Log-log roofline: the 4.8 TB/s HBM3e slope under a 989 TFLOP/s bf16 roof (ridge ≈ 206 FLOP/B) "
-                      "and a 67 TFLOP/s fp32 roof (ridge ≈ 14 FLOP/B); stage 00's matmuls sit at 45-51 TFLOP/s, "
-                      "attention near 5; the ops with no FLOPs counted are bars of achieved bandwidth at the left.")
-    svg.text(24, 68, f"Stage 00 as measured at commit {commit} ({run['date'][:10]}): its LayerNorm, softmax "
-             "(inside attention) and classifier are the first versions, one thread per row", size=12,
-             colour=MUTED)
+                      f"and a 67 TFLOP/s fp32 roof (ridge ≈ 14 FLOP/B); stage 00's matmuls sit at "
+                      f"{min(matmuls):.0f}-{max(matmuls):.0f} TFLOP/s, attention at {min(attention):.1f}-"
+                      f"{max(attention):.1f}; the ops with no FLOPs counted are bars of achieved bandwidth at the left.")
+    first = (": its LayerNorm, softmax (inside attention) and classifier are the first versions, one thread per "
+             "row" if directory in FIRST_VERSION_RUNS else "")
+    svg.text(24, 68, f"Stage 00 as measured at {commit} ({run['date'][:10]}){first}", size=12, colour=MUTED)
 
     # Left: the ops with no FLOPs counted. They have no intensity, so no place on the x axis; no
     # FLOPs are estimated for them: each is drawn as its achieved GB/s ÷ the 4.8 TB/s of the slope.
@@ -1099,7 +1118,7 @@ def roofline(path, root):
         f"the fp32 roof. Attention (T × T scores in memory): {min(attention):.1f}-{max(attention):.1f} TFLOP/s, "
         f"{min(attention) / H200_FP32_TFLOPS:.0%}-{max(attention) / H200_FP32_TFLOPS:.0%}.",
     ], size=11, colour=MUTED, step=15)
-    svg.text(24, H - 14, f"Points: {ROOFLINE_RUN}/kernels/stage00.json, the rows at B = {ROOFLINE_BATCH} "
+    svg.text(24, H - 14, f"Points: docs/results/{directory}/kernels/stage00.json, the rows at B = {ROOFLINE_BATCH} "
              "(fusion slots left unfused and the optimizer's row, of no batch size, left out).", size=11,
              colour=MUTED)
     svg.write(str(path))
