@@ -82,27 +82,30 @@ def canvas(width, height, heading, subtitle, hatches=(), desc=None):
 # ----------------------------------------------------------------------------------------------
 # Results read from the committed files (docs/results/README.md lists the runs).
 
-LADDER_FILES = {  # GPU (short), date, the ladder's CSV files of that run
-    "H100": ("2026-11-23", ("docs/results/2026-11-23_h100/ladder/results.csv",)),
-    "H200": ("2026-11-27", ("docs/results/2026-11-27_h200/ladder/results.csv",
-                            "docs/results/2026-11-27_h200/ladder_compile/results.csv")),
-}
 STAGE_NAMES = ["fp32", "TF32", "bf16", "flash attention", "fused kernels", "vocab padding", "NCCL, one GPU"]
 
 
 def ladder_rows(root):
-    """{(gpu, kind, stage): row} of every entry that finished, from the ladders' results.csv."""
-    rows = {}
-    for gpu, (date, files) in LADDER_FILES.items():
-        for name in files:
-            with open(root / name, encoding="utf-8", newline="") as f:
+    """({(gpu, kind, stage): row}, {gpu: date}): every entry that finished in the latest committed
+    run of each GPU model (H100, H200: the word after "NVIDIA"), from its ladders' results.csv
+    (docs/results/<run>/ladder*/results.csv). A new results directory changes the figures that
+    read these by regeneration alone."""
+    latest = {}  # gpu -> (date, run directory)
+    for name in sorted((root / "docs" / "results").glob("*/ladder*/results.csv")):
+        with open(name, encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f):
+                if row["status"] == "ok" and row["kind"] == "cpp":
+                    gpu = row["gpu"].split()[1]
+                    latest[gpu] = max(latest.get(gpu, ("", "")), (row["date"], name.parent.parent.name))
+    rows, dates = {}, {}
+    for gpu, (date, run) in latest.items():
+        dates[gpu] = date[:10]
+        for name in sorted((root / "docs" / "results" / run).glob("ladder*/results.csv")):
+            with open(name, encoding="utf-8", newline="") as f:
                 for row in csv.DictReader(f):
-                    if row["status"] != "ok":
-                        continue
-                    if not row["gpu"].startswith(f"NVIDIA {gpu}") or not row["date"].startswith(date):
-                        raise ValueError(f"{name}: a row of {row['gpu']}, {row['date']}, not {gpu} {date}")
-                    rows[(gpu, row["kind"], row["stage"])] = row
-    return rows
+                    if row["status"] == "ok" and row["gpu"].split()[1] == gpu:
+                        rows[(gpu, row["kind"], row["stage"])] = row
+    return rows, dates
 
 
 # ----------------------------------------------------------------------------------------------
@@ -683,7 +686,7 @@ MEMORY_CHANGES = {  # what each stage changed in memory, from the chapters' "Mem
 
 
 def memory_per_stage(path, root):
-    rows = ladder_rows(root)
+    rows, dates = ladder_rows(root)
     stages = [f"{s:02d}" for s in range(7)]
     W, H = 960, 520
     svg = canvas(W, H, "Device memory per stage: GPT-2 124M, B = 16, T = 1024",
@@ -735,8 +738,10 @@ def memory_per_stage(path, root):
     svg.text(left - 8, bottom + 54, "change", size=11, anchor="end", colour=MUTED)
     ly = H - 20
     svg.rect(24, ly - 11, 16, 12, GREY)
-    svg.text(46, ly, "every bar measured: H200 2026-11-27 (every stage), H100 2026-11-23 (00-02, the same "
-             "bytes); peak_memory_bytes of docs/results/*/ladder/results.csv", size=11)
+    ran = {gpu: sorted(stage for (g, kind, stage) in rows if g == gpu and kind == "cpp") for gpu in dates}
+    svg.text(46, ly, "every bar measured, in the latest run of each GPU: " + ", ".join(
+        f"{gpu} {dates[gpu]} ({ran[gpu][0]}-{ran[gpu][-1]})" for gpu in sorted(dates, reverse=True)) +
+        "; peak_memory_bytes of docs/results/*/ladder*/results.csv", size=11)
     svg.write(str(path))
 
 

@@ -46,7 +46,7 @@ these):
                         micro-batch's backward with each bucket's all-reduce on the second stream.
   memory_per_stage.svg  chapter 00, "Memory at GPT-2 124M, B = 16, T = 1024" (and the other
                         chapters' memory sections): the trainer's peak memory per stage, read from
-                        the ladders' results.csv (H200 2026-11-27, H100 2026-11-23).
+                        the ladders' results.csv, the latest run of each GPU model.
   number_formats.svg    chapters 01, "What TF32 is", and 02, "bf16, fp16 and fp32": the bits of
                         fp32, TF32, bf16 and fp16 holding π, with largest, smallest normal and
                         epsilon computed from the bit counts (checked against struct's fp32/fp16).
