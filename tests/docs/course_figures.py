@@ -18,6 +18,8 @@ from xml.sax.saxutils import escape
 
 from plot import FONT, STAGE_COLOURS, Svg, fmt_si, wrap
 
+from measured import runs as committed_runs  # docs/results/'s runs, as the measured tables read them
+
 BLUE, ORANGE, RED, TEAL, GREEN, YELLOW, PURPLE, PINK, BROWN, GREY = STAGE_COLOURS
 MUTED = "#555"
 TEXT = "#333"
@@ -962,27 +964,22 @@ PASS_SHORT = {"forward": "fwd", "backward": "bwd"}
 
 
 def roofline_run(root):
-    """(directory, its stage00.json) of the latest committed H200 run with stage 00's kernels."""
-    found = []
-    for path in (root / "docs" / "results").glob("*/kernels/stage00.json"):
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-        if data.get("device_name") == "NVIDIA H200" and data.get("precision") == "FP32" and data.get("rows"):
-            found.append((data.get("date", ""), path.parent.parent.name, data))
+    """The latest committed H200 run (a measured.Run) with stage 00's kernels."""
+    found = [r for r in committed_runs(root) if r.model == "H200" and r.kernels.get("00", {}).get("rows")]
     if not found:
         raise SystemExit("figures: no docs/results/*/kernels/stage00.json of an H200: roofline.svg draws the "
                          "H200's roofs; update tests/docs/course_figures.py")
-    _, directory, data = max(found, key=lambda run: (run[0], run[1]))
-    return directory, data
+    return found[-1]
 
 
 def stage00_rows(root):
-    """(points, strip, run, directory): the rows of stage 00 at B = 16 that were measured, split into
+    """(points, strip, run, latest): the rows of stage 00 at B = 16 that were measured, split into
     those with FLOPs counted (points: op, pass, intensity FLOP/B, TFLOP/s) and those with bytes only
     (strip: op, pass, GB/s). Left out: the fusion slots stage 00 leaves unfused (`source`
     "unfused: ..."), whose single ops have rows of their own, and the optimizer's row, which has no
     batch size."""
-    directory, run = roofline_run(root)
+    latest = roofline_run(root)
+    run = latest.kernels["00"]
     points, strip = [], []
     for r in run["rows"]:
         if r.get("batch") != ROOFLINE_BATCH or r.get("status") != "ok" or r["source"].startswith("unfused"):
@@ -991,14 +988,13 @@ def stage00_rows(root):
             points.append((r["op"], r["pass"], r["flops"] / r["bytes"], r["flops"] / r["ms_median"] / 1e9))
         else:
             strip.append((r["op"], r["pass"], r["bytes"] / r["ms_median"] / 1e6))
-    return points, strip, run, directory
+    return points, strip, run, latest
 
 
 def roofline(path, root):
-    points, strip, run, directory = stage00_rows(root)
-    commits = [p.name[len("gpu_check_"):-len(".txt")] for p in (root / "docs" / "results" / directory).glob("gpu_check_*.txt")
-               if re.fullmatch(r"gpu_check_[0-9a-f]{7,40}\.txt", p.name)]
-    commit = f"commit {sorted(commits)[-1]}" if commits else directory
+    points, strip, run, latest = stage00_rows(root)
+    directory = latest.name
+    commit = f"commit {latest.commit}" if latest.commit else directory
     matmuls = [tflops for op, _, _, tflops in points if op.startswith("Matmul")]
     attention = [tflops for op, _, _, tflops in points if op == "Attention"]
     ridge_bf16 = H200_BF16_TFLOPS / H200_HBM_TB_S  # FLOP/B where the slope meets the roof: 206
@@ -1435,18 +1431,14 @@ def lm_head_rows(path, root):
 # files as they are: a new results directory changes the figure by regeneration alone.
 
 def latest_kernel_run(root, stages):
-    """The results directory with the latest ladder date that has kernels/stageNN.json for every
-    stage of `stages`, and ladder/results.json."""
-    runs = []
-    for ladder_file in (root / "docs" / "results").glob("*/ladder/results.json"):
-        run = ladder_file.parent.parent
-        if all((run / "kernels" / f"stage{n}.json").is_file() for n in stages):
-            with open(ladder_file, encoding="utf-8") as f:
-                runs.append((json.load(f)["meta"]["date"], run.name, run))
+    """The latest results directory with kernels/stageNN.json for every stage of `stages`, and
+    ladder/results.json."""
+    runs = [r.dir for r in committed_runs(root)
+            if all(n in r.kernels for n in stages) and (r.dir / "ladder" / "results.json").is_file()]
     if not runs:
         raise SystemExit(f"figures: no docs/results/* has the kernel benchmarks of stages {', '.join(stages)} "
                          "and a ladder")
-    return max(runs)[2]
+    return runs[-1]
 
 
 def step_bars(stage):
@@ -1461,8 +1453,7 @@ def step_bars(stage):
         if code not in (0, 1):  # 1: drawn, a row noted as missing in the figure itself
             raise SystemExit(f"figures: step_breakdown.py could not draw {path} (exit {code})")
         # the run's directory, not this machine's path, in the figure
-        text = path.read_text(encoding="utf-8") if hasattr(path, "read_text") else open(path).read()
-        text = text.replace(str(root) + "/", "")
+        text = path.read_text(encoding="utf-8").replace(str(root) + "/", "")
         with open(path, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
     return draw

@@ -29,7 +29,6 @@ Python 3 standard library only.
 import json
 import re
 import statistics
-from pathlib import Path
 
 MARKER = re.compile(r"<!-- measured: (\S+) -->$")
 END = "<!-- end measured -->"

@@ -241,8 +241,8 @@ struct RowsCase {
 // Widths for each path of the LayerNorm kernels (stages/00_fp32_baseline/layernorm.cuh, and stage
 // 04's fused backward in residual_layernorm.cuh). In 16-byte packs of 4 floats or 8 bf16: 99 is
 // in neither, 36 and 100 only in floats. The row stays in registers between passes up to 768
-// floats or 1024 bf16, which fill every slot a lane has (1000 and 1024 in fp32, and 1600, are read again),
-// in stage 04's backward up to 768 bf16 (1000 keeps only its column sums there, 1600, GPT-2 XL's
+// floats or 1024 bf16, which fill every slot a lane has (1000 and 1024 in fp32, and 1600, are
+// read again), in stage 04's backward up to 768 bf16 (1000 keeps only its column sums there, 1600, GPT-2 XL's
 // width, neither); at 640 in bf16 (80 packs) lanes 16-31 have one pack fewer than the others.
 // Row counts odd and even, and 6007: more rows than the fused backward's one wave of blocks has
 // warps on any GPU, so that its warps take several rows each and finish at different times.
