@@ -4,14 +4,27 @@ size of 64, for each built C++ stage (its bench_stageNN, --ops Attention) and fo
 scaled_dot_product_attention with each backend this PyTorch offers (flash, cuDNN, memory-
 efficient), on the same GPU in the same run. From stage 03 on, the stage's benchmark-only
 variants are timed too (bench_stageNN --attention-variants yes; tests/bench/attention_variants.cuh):
-stage 03's kernels before FlashAttention-2's design, 16 rows per warp, a deterministic dq, and
-the forward without tensor cores (stages/03_flash_attention/basic_flash_forward.cuh). They
-are the same in every later stage, which uses stage 03's attention: they are run for the first
-such stage only.
+stage 03's kernels before FlashAttention-2's design, 16 rows per warp, FlashAttention-2's atomic
+dq, blocks of 128 keys or queries in the backward, the forward without tensor cores
+(stages/03_flash_attention/basic_flash_forward.cuh). They are the same in every later stage,
+which uses stage 03's attention: they are run for the first such stage only.
 
     python3 tests/bench/attention.py --build build/all
     python3 tests/bench/attention.py --build build/all --seq 1024,2048 --tokens 16384
+    python3 tests/bench/attention.py --build build/all --rounds 7
     python3 tests/bench/attention.py --build build/all --dry-run
+
+--rounds N (1 to 50) times that stage's attention and its variants in N interleaved rounds
+(bench_stageNN --rounds N): each entry once a round, in an order rotated by one from round to
+round, so that no entry always runs after the same one; each reports the median of its rounds,
+and the table their range. Timed one after the other, once each, the same kernel measured
+0.14 ms or 0.19 ms on an H200 depending on what ran before it: a difference between variants
+is only worth reading against that range.
+
+Beside each entry, the GPU's SM clock and its active throttle reasons, as nvidia-smi reads them
+right before and right after it (for a C++ stage, before and after the bench_stageNN run that
+timed all of its entries; null where nvidia-smi is missing or fails). Read only: nothing here
+changes a GPU setting.
 
 FLOPs are counted as FlashAttention's benchmarks count them (Tri Dao, "FlashAttention-2: Faster
 Attention with Better Parallelism and Work Partitioning", 2023, https://arxiv.org/abs/2307.08691,
@@ -60,12 +73,76 @@ def find_benches(build):
     return found
 
 
-def run_cpp(stage, bench, B, T, out, timeout, dry_run, variants):
+# nvidia-smi's throttle reasons (NVML's clock event reasons), by bit.
+THROTTLE = {0x1: "idle", 0x2: "applications clocks", 0x4: "power cap", 0x8: "hw slowdown", 0x10: "sync boost",
+            0x20: "sw thermal", 0x40: "hw thermal", 0x80: "power brake", 0x100: "display clocks"}
+
+
+def parse_clock(text):
+    """nvidia-smi's line "1980, 0x0000000000000000" as {'sm_mhz': 1980, 'throttle_reasons': '0x0000000000000000'}
+    (sm_mhz None where it is not a number, "[N/A]"); None for anything else."""
+    fields = [f.strip() for f in (text.strip().splitlines() or [""])[0].split(",")]
+    if len(fields) != 2 or not fields[1]:
+        return None
+    return {"sm_mhz": int(fields[0]) if fields[0].isdigit() else None, "throttle_reasons": fields[1]}
+
+
+def gpu_clock():
+    """The SM clock and active throttle reasons of the GPU the benchmarks use (the first of
+    CUDA_VISIBLE_DEVICES, else the first nvidia-smi lists), now; None where nvidia-smi is missing
+    or fails. It only reads."""
+    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active", "--format=csv,noheader,nounits"]
+    device = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if device:
+        cmd += ["-i", device]
+    try:
+        result = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_clock(result.stdout) if result.returncode == 0 else None
+
+
+def throttle_names(reasons):
+    """nvidia-smi's mask as words: "none", "power cap", "idle+sw thermal"; a text that is no mask as it is."""
+    try:
+        mask = int(reasons, 16)
+    except (TypeError, ValueError):
+        return reasons or "-"
+    names = [name for bit, name in THROTTLE.items() if mask & bit]
+    if mask & ~sum(THROTTLE):
+        names.append(hex(mask & ~sum(THROTTLE)))
+    return "+".join(names) or "none"
+
+
+def clock_cells(r):
+    """The table's cells "SM MHz before/after" and "throttle before/after" of an entry: "1980/1755",
+    "none/power cap"; "-" for a reading that was not made."""
+    before, after = r.get("clock_before"), r.get("clock_after")
+    mhz = "/".join(str(c["sm_mhz"]) if c and c.get("sm_mhz") is not None else "-" for c in (before, after))
+    throttle = "/".join(throttle_names(c.get("throttle_reasons")) if c else "-" for c in (before, after))
+    return mhz, throttle
+
+
+def rounds_cell(r):
+    """The table's rounds cell of an entry: "7: 0.140–0.190 / 0.301–0.350" (the range of the rounds'
+    medians, forward / backward, in ms) for one timed in rounds, "1" for one timed once."""
+    if r.get("rounds", 1) == 1:
+        return "1"
+    ranges = [f"{min(r[f'{p}_rounds_ms']):.3f}–{max(r[f'{p}_rounds_ms']):.3f}" if r.get(f"{p}_rounds_ms") else "-"
+              for p in ("forward", "backward")]
+    return f"{r['rounds']}: {ranges[0]} / {ranges[1]}"
+
+
+def run_cpp(stage, bench, B, T, out, timeout, dry_run, variants, rounds=1):
     """[(label, {'forward': ms, 'backward': ms, ...})] of one stage's attention ("" for the stage's
-    own, then each variant's label), or [("", {'error': line})]."""
+    own, then each variant's label), or [("", {'error': line})]. With rounds above 1, each entry's
+    times are the medians of that many interleaved rounds (bench_stageNN --rounds), and
+    'forward_rounds_ms' and 'backward_rounds_ms' each round's."""
     json_path = os.path.join(out, f"stage{stage}_T{T}.json")
     cmd = [bench, "--ops", "^Attention", "--batch", str(B), "--seq", str(T), "--json", json_path,
            "--attention-variants", "yes" if variants else "no"]
+    if rounds > 1:
+        cmd += ["--rounds", str(rounds)]
     if dry_run:
         print(" ".join(cmd))
         return []
@@ -90,9 +167,11 @@ def run_cpp(stage, bench, B, T, out, timeout, dry_run, variants):
         op = row.get("op") or ""
         if op != "Attention" and not op.startswith("Attention "):
             continue
-        times = found.setdefault(op[len("Attention "):], {"device": result.get("device_name"), "gemm_tflops": gemm})
+        times = found.setdefault(op[len("Attention "):],
+                                 {"device": result.get("device_name"), "gemm_tflops": gemm, "rounds": rounds})
         if row.get("status") == "ok":
             times[row["pass"]] = row["ms_median"]
+            times[f"{row['pass']}_rounds_ms"] = row.get("rounds_ms") or [row["ms_median"]]
             # What the op kept beyond its inputs and outputs: saved for the backward, and scratch.
             times["memory_mib"] = max(times.get("memory_mib", 0), (row.get("workspace_bytes") or 0) / 2**20)
         else:
@@ -152,7 +231,7 @@ def run_torch(backend, B, T, warmup, iters):
         return {"error": str(e).splitlines()[0][:160]}
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True, help="a build tree with bench_stageNN (build/all, build/stage03)")
     p.add_argument("--seq", default="1024,2048,4096,8192",
@@ -161,11 +240,16 @@ def main():
     p.add_argument("--stages", default="all", help="C++ stages to run: all, none or 02,03,... [all]")
     p.add_argument("--warmup", type=int, default=3, help="PyTorch runs not timed [3]")
     p.add_argument("--iters", type=int, default=20, help="PyTorch runs timed [20]")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="1 to 50: the stage whose variants are timed times its attention and each variant in "
+                        "N interleaved rounds (bench_stageNN --rounds), each entry the median of its rounds [1]")
     p.add_argument("--timeout", type=int, default=300, help="seconds per bench_stageNN run [300]")
     p.add_argument("--out", help="output directory [BUILD/attention]")
     p.add_argument("--no-torch", action="store_true", help="C++ stages only")
     p.add_argument("--dry-run", action="store_true", help="print the C++ commands, run nothing")
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    if not 1 <= args.rounds <= 50:
+        p.error(f"--rounds {args.rounds}: not a whole number from 1 to 50")
 
     try:
         seqs = [int(s) for s in args.seq.split(",")]
@@ -194,13 +278,20 @@ def main():
         B = args.tokens // T
         for stage, bench in benches.items():
             print(f"stage {stage} T={T} B={B} ...", file=sys.stderr, flush=True)
-            for label, r in run_cpp(stage, bench, B, T, out, args.timeout, args.dry_run, stage == variant_stage):
+            before = None if args.dry_run else gpu_clock()
+            found = run_cpp(stage, bench, B, T, out, args.timeout, args.dry_run, stage == variant_stage,
+                            args.rounds if stage == variant_stage else 1)
+            after = None if args.dry_run else gpu_clock()
+            for label, r in found:
                 gemm_tflops = gemm_tflops or r.get("gemm_tflops")
                 entry = f"C++ stage {stage}" + (f" ({label})" if label else "")
-                rows.append({"entry": entry, "T": T, "B": B, **r})
+                rows.append({"entry": entry, "T": T, "B": B, **r, "clock_before": before, "clock_after": after})
         for label, backend in backends or []:
             print(f"{label} T={T} B={B} ...", file=sys.stderr, flush=True)
-            rows.append({"entry": f"PyTorch {label}", "T": T, "B": B, **run_torch(backend, B, T, args.warmup, args.iters)})
+            before = gpu_clock()
+            r = run_torch(backend, B, T, args.warmup, args.iters)
+            rows.append({"entry": f"PyTorch {label}", "T": T, "B": B, **r, "clock_before": before,
+                         "clock_after": gpu_clock()})
         if backends is None:
             rows.append({"entry": "PyTorch SDPA", "T": T, "B": B, "error": torch_error})
     if args.dry_run:
@@ -212,13 +303,20 @@ def main():
     lines = [f"Causal attention, head size {HS}, {NH} heads, {args.tokens} tokens per batch, on {device}",
              "TFLOP/s counted as FlashAttention does: forward 4·B·NH·T²·HS/2, backward 2.5x that", ceiling,
              "memory: what the attention keeps beyond its inputs, output and gradients (saved for the backward, "
-             "scratch)", "",
+             "scratch)",
+             f"rounds: stage {variant_stage}'s entries are the median of {args.rounds} interleaved rounds "
+             "(bench_stageNN --rounds), beside the range of the rounds' medians (forward / backward ms); the others "
+             "are timed once" if args.rounds > 1 and variant_stage else "rounds: every entry is timed once",
+             "SM MHz and throttle reasons: nvidia-smi right before / after the entry (a C++ stage's: before / after "
+             "the bench_stageNN run of all its entries); -: not read", "",
              "| entry | T | B | forward ms | forward TFLOP/s | backward ms | backward TFLOP/s | fwd+bwd TFLOP/s | "
-             "% of GEMM (fwd / bwd) | memory MiB |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "% of GEMM (fwd / bwd) | memory MiB | rounds | SM MHz before/after | throttle before/after |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|"]
     for r in rows:
+        mhz, throttle = clock_cells(r)
         if "forward" not in r or "backward" not in r:
-            lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | not run: {r.get('error', 'no result')} | | | | | | |")
+            lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | not run: {r.get('error', 'no result')} | | | | | | "
+                         f"| | {mhz} | {throttle} |")
             continue
         f, b = flops(r["B"], r["T"], "forward"), flops(r["B"], r["T"], "backward")
         r["forward_tflops"] = f / (r["forward"] * 1e-3) / 1e12
@@ -231,7 +329,8 @@ def main():
             share = f"{100 * r['forward_gemm_fraction']:.0f}% / {100 * r['backward_gemm_fraction']:.0f}%"
         mem = f"{r['memory_mib']:.1f}" if "memory_mib" in r else ""
         lines.append(f"| {r['entry']} | {r['T']} | {r['B']} | {r['forward']:.3f} | {r['forward_tflops']:.1f} | "
-                     f"{r['backward']:.3f} | {r['backward_tflops']:.1f} | {r['total_tflops']:.1f} | {share} | {mem} |")
+                     f"{r['backward']:.3f} | {r['backward_tflops']:.1f} | {r['total_tflops']:.1f} | {share} | {mem} | "
+                     f"{rounds_cell(r)} | {mhz} | {throttle} |")
     # The goal of stage 03: SDPA flash's speed or better, forward and backward each (cuDNN: the stretch).
     lines.append("")
     for T in seqs:
@@ -248,7 +347,7 @@ def main():
         f.write(text)
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump({"device": device, "head_size": HS, "heads": NH, "tokens": args.tokens, "gemm_tflops": gemm_tflops,
-                   "rows": rows}, f, indent=1)
+                   "rounds": args.rounds, "rounds_stage": variant_stage, "rows": rows}, f, indent=1)
     print(f"results in {out}/results.md and results.json", file=sys.stderr)
     return 1 if any("error" in r for r in rows if r["entry"].startswith("C++")) else 0
 

@@ -19,7 +19,9 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <functional>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <regex>
@@ -51,6 +53,7 @@ struct KernelBenchOptions {
     int seq = 1024;
     int warmup = 3;
     int iters = 20;
+    int rounds = 1;   // the attention rows: interleaved rounds, each row the median of its rounds
     std::string ops;  // a regular expression over "op pass"; empty: every row
     std::string json;  // empty: no JSON file
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
@@ -76,9 +79,14 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "  --attention-variants yes|no\n"
            "                 also time the variants of the stage's attention that only the benchmark\n"
            "                 builds (stages 00-02: the softmax's first version, a thread per row,\n"
-           "                 tests/bench/first_versions.cuh; stage 03 on: its kernels before\n"
-           "                 FlashAttention-2's design, 16 rows per warp, a deterministic dq, the\n"
-           "                 forward without tensor cores; tests/bench/attention_variants.cuh) [no]\n"
+           "                 tests/bench/first_versions.cuh; stage 03 on: stage 03's kernels before\n"
+           "                 FlashAttention-2's design, 16 rows per warp, FlashAttention-2's atomic dq,\n"
+           "                 blocks of 128 keys or queries in the backward, the forward without tensor\n"
+           "                 cores; tests/bench/attention_variants.cuh) [no]\n"
+           "  --rounds N     time the attention (the stage's, and its variants above) in N rounds, 1 to\n"
+           "                 50: each once a round, in an order rotated by one from round to round so that\n"
+           "                 none always follows the same one; its rows report the median of the rounds\n"
+           "                 (the JSON also each round's) [1]\n"
            "  --matmul-variants yes|no\n"
            "                 also time the hand-written kernel of the stage's matmul arithmetic, forward\n"
            "                 only, at the five matmul shapes (stage 01: its TF32 WMMA kernel,\n"
@@ -119,13 +127,14 @@ inline KernelBenchOptions parse_kernel_bench_options(int argc, char** argv, int 
     KernelBenchOptions o;
     for (const auto& [option, value] :
          option_pairs(argc, argv,
-                      {"--batch", "--seq", "--warmup", "--iters", "--ops", "--json", "--attention-variants",
-                       "--matmul-variants", "--variants"},
+                      {"--batch", "--seq", "--warmup", "--iters", "--rounds", "--ops", "--json",
+                       "--attention-variants", "--matmul-variants", "--variants"},
                       help)) {
         if (option == "--batch") o.batches = parse_batch_list(option, value);
         else if (option == "--seq") o.seq = static_cast<int>(parse_whole_number(option, value, 1, max_seq));
         else if (option == "--warmup") o.warmup = static_cast<int>(parse_whole_number(option, value, 1, 1000));
         else if (option == "--iters") o.iters = static_cast<int>(parse_whole_number(option, value, 1, 10000));
+        else if (option == "--rounds") o.rounds = static_cast<int>(parse_whole_number(option, value, 1, 50));
         else if (option == "--attention-variants") {
             if (value != "yes" && value != "no")
                 throw UsageError("option --attention-variants: '" + value + "' is not yes or no");
@@ -162,6 +171,9 @@ struct Row {
     double ms_median = std::numeric_limits<double>::quiet_NaN();
     double ms_min = std::numeric_limits<double>::quiet_NaN();
     double ms_max = std::numeric_limits<double>::quiet_NaN();
+    // A row timed in --rounds rounds (the attention's, N > 1): each round's median, of which
+    // ms_median is the median; ms_min and ms_max are then over every run of every round.
+    std::vector<double> rounds_ms;
     // Device memory the op kept for itself (its `saved` and `scratch`) beyond its inputs and
     // outputs, when the row was measured: stage 02's attention saves B·NH·T² probabilities,
     // stage 03's a log-sum-exp per row.
@@ -595,11 +607,56 @@ class KernelBench {
         for (const int width : widths) matmul(B, ("lm_head at " + std::to_string(width)).c_str(), C_, width, false);
     }
 
+    // The stage's attention, then each variant, in --rounds interleaved rounds.
     void attention(int B) {
-        attention_op<typename O::Attention>(B, "");
+        std::vector<std::function<void()>> entries{[this, B] { attention_op<typename O::Attention>(B, ""); }};
         if (options_.attention_variants)
-            std::apply([&](auto... variant) { (attention_op<decltype(variant)>(B, variant.label), ...); },
-                       typename AttentionVariants<typename O::Attention>::type{});
+            std::apply(
+                [&](auto... variant) {
+                    (entries.push_back([this, B, variant] { attention_op<decltype(variant)>(B, variant.label); }),
+                     ...);
+                },
+                typename AttentionVariants<typename O::Attention>::type{});
+        in_rounds(entries);
+    }
+
+    // Runs each entry (a function that makes its Case and times its passes) once in each of
+    // --rounds rounds, round r starting with entry r (mod n) so that no entry always follows the
+    // same one (on an H200 a kernel timed 0.14 or 0.19 ms depending on what ran before it). The
+    // rows are held until the last round, then reported once each, in the entries' order, with
+    // the median of their rounds (merge_rounds).
+    void in_rounds(const std::vector<std::function<void()>>& entries) {
+        if (options_.rounds == 1 || planning_) {
+            for (const auto& entry : entries) entry();
+            return;
+        }
+        holding_ = true;
+        for (size_t r = 0; r < size_t(options_.rounds); ++r)
+            for (size_t i = 0; i < entries.size(); ++i) entries[(r + i) % entries.size()]();
+        holding_ = false;
+        std::vector<Row> held;
+        held.swap(held_);
+        for (size_t i = 0; i < held.size(); ++i) {
+            const auto same = [&](const Row& r) { return r.name() == held[i].name(); };
+            if (std::any_of(held.begin(), held.begin() + i, same)) continue;  // reported with its first round
+            std::vector<Row> rounds;
+            std::copy_if(held.begin() + i, held.end(), std::back_inserter(rounds), same);
+            report(merge_rounds(rounds));
+        }
+    }
+
+    // One row from its rounds: the median of the rounds' medians, the fastest and the slowest run
+    // of them all. A round that was not measured (skipped, failed) makes the row what it was.
+    static Row merge_rounds(const std::vector<Row>& rounds) {
+        Row row = rounds.front();
+        for (const Row& r : rounds) {
+            if (r.status != "ok") return r;
+            row.rounds_ms.push_back(r.ms_median);
+            row.ms_min = std::min(row.ms_min, r.ms_min);
+            row.ms_max = std::max(row.ms_max, r.ms_max);
+        }
+        row.ms_median = median(std::vector<float>(row.rounds_ms.begin(), row.rounds_ms.end()));
+        return row;
     }
 
     // The stage's attention, or one of its benchmark-only variants (`which` names it).
@@ -841,6 +898,10 @@ class KernelBench {
         std::printf("timing        median of %d runs after %d warm-up runs (CUDA events), L2 cache emptied before "
                     "each run\n",
                     options_.iters, options_.warmup);
+        if (options_.rounds > 1)
+            std::printf("rounds        the Attention rows: %d interleaved rounds, each row the median of its rounds' "
+                        "medians\n",
+                        options_.rounds);
         std::printf("FLOPs         of the matrix products, 2 per multiply-add; attention's over the causal half "
                     "(forward 4*B*NH*T^2*HS/2, backward 2.5x that, as FlashAttention counts)\n");
         if (!options_.ops.empty()) std::printf("rows          those matching '%s'\n", options_.ops.c_str());
@@ -857,15 +918,20 @@ class KernelBench {
         std::fflush(stdout);
     }
 
-    static constexpr const char* kRowFormat = "%-18s %-16s %3s  %-24s %9s %8s %8s  %-9s %10s\n";
+    static constexpr const char* kRowFormat = "%-18s %-16s %3s  %-24s %9s %8s %8s  %-9s %10s%s\n";
 
     void print_header() const {
-        std::printf(kRowFormat, "op", "pass", "B", "shape", "ms", "GB/s", "TFLOP/s", "bound", "of ceiling");
+        std::printf(kRowFormat, "op", "pass", "B", "shape", "ms", "GB/s", "TFLOP/s", "bound", "of ceiling", "");
         std::fflush(stdout);
     }
 
-    // Prints the row (the progress of the run is the table itself) and keeps it for the JSON.
+    // Prints the row (the progress of the run is the table itself) and keeps it for the JSON; a
+    // row timed in rounds is held until the last round (in_rounds).
     void report(const Row& row) {
+        if (holding_) {
+            held_.push_back(row);
+            return;
+        }
         const std::string batch = row.batch > 0 ? std::to_string(row.batch) : "-";
         if (row.status == "ok") {
             char ms[32], gbs[32], tflops[32], fraction[32];
@@ -874,8 +940,13 @@ class KernelBench {
             if (row.cost.matmul_like()) std::snprintf(tflops, sizeof(tflops), "%.1f", row.tflops());
             else std::snprintf(tflops, sizeof(tflops), "-");
             std::snprintf(fraction, sizeof(fraction), "%.1f%%", 100.0 * row.ceiling_fraction(copy_, gemm_));
+            char rounds[96] = "";
+            if (!row.rounds_ms.empty())
+                std::snprintf(rounds, sizeof(rounds), "  median of %zu interleaved rounds, %.4f-%.4f",
+                              row.rounds_ms.size(), *std::min_element(row.rounds_ms.begin(), row.rounds_ms.end()),
+                              *std::max_element(row.rounds_ms.begin(), row.rounds_ms.end()));
             std::printf(kRowFormat, row.op.c_str(), row.pass.c_str(), batch.c_str(), row.shape.c_str(), ms, gbs,
-                        tflops, row.bound(), fraction);
+                        tflops, row.bound(), fraction, rounds);
         } else {
             std::printf("%-18s %-16s %3s  %-24s %s: %s\n", row.op.c_str(), row.pass.c_str(), batch.c_str(),
                         row.shape.c_str(), row.status.c_str(), row.reason.c_str());
@@ -980,6 +1051,7 @@ class KernelBench {
         j += "  \"settings\": {\"batch\": [" + batches + "], \"seq\": " + std::to_string(options_.seq) +
              ", \"warmup\": " + std::to_string(options_.warmup) + ", \"iters\": " + std::to_string(options_.iters) +
              ", \"ops\": " + (options_.ops.empty() ? std::string("null") : Logger::json_string(options_.ops)) +
+             (options_.rounds > 1 ? ", \"attention_rounds\": " + std::to_string(options_.rounds) : "") +
              ", \"l2_emptied_before_each_run\": true, \"attention_flops\": \"causal_half\"},\n";
         j += "  \"ceilings\": {\"iters\": " + std::to_string(kCeilingIters) +
              ", \"warmup\": " + std::to_string(kCeilingWarmup) + ",\n    \"copy\": " + bench::to_json(copy_) +
@@ -1001,6 +1073,13 @@ class KernelBench {
             j += ", \"ms_median\": " + json_number(r.ms_median);
             j += ", \"ms_min\": " + json_number(r.ms_min);
             j += ", \"ms_max\": " + json_number(r.ms_max);
+            if (!r.rounds_ms.empty()) {  // timed in rounds (--rounds above 1)
+                std::string rounds;
+                for (double ms : r.rounds_ms) rounds += (rounds.empty() ? "" : ", ") + json_number(ms);
+                j += ", \"rounds_ms\": [" + rounds + "]";
+                j += ", \"rounds_ms_min\": " + json_number(*std::min_element(r.rounds_ms.begin(), r.rounds_ms.end()));
+                j += ", \"rounds_ms_max\": " + json_number(*std::max_element(r.rounds_ms.begin(), r.rounds_ms.end()));
+            }
             // A row that was not measured has no time (NaN), so these come out as null.
             j += ", \"gb_per_s\": " + json_number(r.gb_per_s());
             j += ", \"tflops\": " + json_number(r.tflops());
@@ -1030,6 +1109,8 @@ class KernelBench {
     GemmCeiling gemm_;
     uint32_t next_seed_ = 1;  // every array gets its own random numbers
     std::vector<Row> rows_;   // measured, skipped or failed, in the order they ran
+    bool holding_ = false;    // in in_rounds: rows go to held_, one per round, not to the table
+    std::vector<Row> held_;
 };
 
 // Longest --seq: beyond the model's 1024 positions, for the attention at long T
