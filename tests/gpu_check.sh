@@ -542,7 +542,9 @@ ncu_target stage02_layernorm_backward 02 2 '^LayerNorm backward$' layernorm
 ncu_target stage03_flash_forward 03 1 '^Attention forward$' flash
 ncu_target stage03_flash_backward 03 3 '^Attention backward$' flash
 ncu_target stage03_flash_forward_16_rows 03 1 '^Attention 16 rows per warp forward$' flash '--attention-variants yes'
-ncu_target stage03_flash_backward_deterministic_dq 03 3 '^Attention deterministic dq backward$' flash \
+# FlashAttention-2's backward, the benchmark's atomic-dq variant: the row dot (which zeroes dq's
+# sums), dk/dv with dq added with atomics, and the rounding of the sums (the apostrophe matched by .).
+ncu_target stage03_flash_backward_atomic_dq 03 3 '^Attention atomic dq \(FlashAttention-2.s\) backward$' flash \
     '--attention-variants yes'
 ncu_target stage04_fc_gelu 04 3 '^MatmulBiasGelu fc forward$' "$MATMUL_KERNELS|gelu|add_bias"
 ncu_target stage04_residual_layernorm_forward 04 1 '^ResidualLayerNorm forward$' layernorm

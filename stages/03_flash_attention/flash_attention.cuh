@@ -9,9 +9,9 @@
 // probability from it instead of reading them.
 //
 //   forward   flash_forward_kernel        out, lse      <- q, k, v              (one block: 128 queries)
-//   backward  flash_row_dot_kernel        D = rowsum(dout * out); dq's sums set to 0
-//             flash_backward_kernel       dk, dv, dq's sums <- q, k, v, dout, lse, D  (one block: 64 keys)
-//             flash_dq_from_sums_kernel   dq            <- dq's sums
+//   backward  flash_row_dot_kernel        D = rowsum(dout * out)
+//             flash_backward_dkdv_kernel  dk, dv        <- q, k, v, dout, lse, D  (one block: 64 keys)
+//             flash_backward_dq_kernel    dq            <- q, k, v, dout, lse, D  (one block: 64 queries)
 //
 // What makes it fast (docs/03b_flash_attention_tensor_cores.md, "What makes the kernels fast",
 // counts each):
@@ -21,8 +21,10 @@
 // - only the tiles on the diagonal carry the causal mask: it is a template parameter, and the
 //   other tiles' code has no select at all; a warp skips the tiles after its last query;
 // - the softmax scale is folded into the exponent: 2^(s·log2(e)/sqrt(HS) − m), one FFMA per score;
-// - the backward does 5 products per pair of tiles: dq is added, as FlashAttention-2 does, into
-//   fp32 sums in memory by every key block with atomic additions, then rounded once.
+// - the backward makes dq in a pass of its own (7 products per pair of tiles, not
+//   FlashAttention-2's 5): no atomic additions, no fp32 sums of dq, the same bits on every run, and
+//   this design (with an earlier dq kernel) was faster in the three runs that timed both (the
+//   chapter's item 5).
 //
 // The kernels read q, k and v where the QKV projection wrote them (rows of 3C, head h at column
 // h·HS of each third) and write out and dqkv in the same row layout, so no permute is needed.
@@ -48,17 +50,15 @@
 namespace gpt::stage03 {
 
 constexpr int kQueryRows = 128;       // queries per forward block
-constexpr int kTile = 64;             // keys per tile and per backward block; queries per backward tile
+constexpr int kTile = 64;             // keys or queries per tile
 constexpr int kTileCols = kTile / 8;  // 8-wide column tiles of a row group's 64 scores
-constexpr int kBackwardThreads = 128; // 4 warps of 16 keys
-static_assert(kBackwardThreads >= kTile, "the backward reads a tile's per-row numbers one row per thread");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // ---- products on a warp's rows -----------------------------------------------------------------
 //
 // A warp owns kM groups of 16 rows (the m of the mma): kM = 2 in the forward (32 queries), 1 in
-// the backward (16 keys). Each B operand is loaded from shared memory once and used by all kM
+// the backward (16 keys or 16 queries). Each B operand is loaded from shared memory once and used by all kM
 // groups: that is what 32 rows per warp saves.
 
 // Row of accumulator element e (0..3) within its 16-row group, and column of element e of 8-column
@@ -67,7 +67,7 @@ __device__ inline int lane_row(int e) { return (threadIdx.x % 32) / 4 + 8 * (e /
 __device__ inline int lane_col(int n, int e) { return n * 8 + (threadIdx.x % 4) * 2 + (e & 1); }
 
 // Rows row0..row0 + 16·kM − 1 of a shared tile as A operands, kept in registers (the queries in
-// the forward, the keys and values in the backward).
+// the forward; the keys and values in the dk/dv kernel; the queries and dout in the dq kernel).
 template <int HS, int kM>
 __device__ inline void load_warp_rows(uint32_t (&a)[kM][HS / 16][4], const bf16* tile, int row0) {
 #pragma unroll
@@ -77,7 +77,7 @@ __device__ inline void load_warp_rows(uint32_t (&a)[kM][HS / 16][4], const bf16*
 }
 
 // acc[16kM x 64] = A[16kM x HS] · tileᵀ, tile[64][HS]: the scores q·kᵀ (and in the backward k·qᵀ,
-// v·doutᵀ).
+// v·doutᵀ, dout·vᵀ).
 template <int HS, int kM>
 __device__ inline void mma_rows_by_tile_transposed(float (&acc)[kM][kTileCols][4], const uint32_t (&a)[kM][HS / 16][4],
                                                    const bf16* tile) {
@@ -109,7 +109,8 @@ __device__ inline void a_from_accumulators(uint32_t (&a)[4], const float (&acc)[
     a[3] = pack_bf16(acc[2 * k + 1][2], acc[2 * k + 1][3]);
 }
 
-// out[16kM x HS] += P[16kM x 64] · tile, tile[64][HS]: p·v (and in the backward pᵀ·dout, dsᵀ·q).
+// out[16kM x HS] += P[16kM x 64] · tile, tile[64][HS]: p·v (and in the backward pᵀ·dout, dsᵀ·q,
+// ds·k).
 template <int HS, int kM>
 __device__ inline void mma_accumulators_by_tile(float (&out)[kM][HS / 8][4], const float (&p)[kM][kTileCols][4],
                                                 const bf16* tile) {
@@ -302,9 +303,13 @@ __global__ void __launch_bounds__(kQueryRows / kRowsPerWarp * 32, kRowsPerWarp =
 // With P = softmax(S), S = q·kᵀ/sqrt(HS) and dP = dout·vᵀ:
 //   dv = Pᵀ·dout      dS = P ∘ (dP − D),  D = rowsum(dout ∘ out)      dq = dS·k/sqrt(HS)      dk = dSᵀ·q/sqrt(HS)
 // P is recomputed from the saved log-sum-exp: P = 2^(q·k · log2(e)/sqrt(HS) − lse·log2(e)).
+//
+// dk and dv sum over queries, dq over keys: a block that owns some keys walks down their column
+// of tiles for dk and dv, a block that owns some queries walks along their row for dq. Each sum is
+// made by one block in one order, so the backward gives the same bits on every run.
 
-// D for every row (b, h, t), laid out like lse; and, where dq_sums is given, that row's HS fp32
-// sums of dq set to 0 (the backward kernel adds into them). HS/8 threads per row, 16 bytes each.
+// D for every row (b, h, t), laid out like lse; and, where dq_sums is given (only the atomic-dq
+// variant has them), that row's HS fp32 sums of dq set to 0. HS/8 threads per row, 16 bytes each.
 template <int HS>
 __global__ void flash_row_dot_kernel(float* dot, float* dq_sums, const bf16* out, const bf16* dout, int B, int T,
                                      int NH) {
@@ -346,7 +351,8 @@ __device__ inline void write_row_stats(float* lse_s, float* dot_s, RowStats stat
 }
 
 // Pᵀ for the warp's 16 keys (rows, from key0) against a tile of 64 queries (columns, from query0),
-// recomputed from the queries' log-sum-exp. On the diagonal tile a key after the query gets 0.
+// recomputed from the queries' log-sum-exp. On a tile that holds part of the diagonal a key after
+// the query gets 0.
 template <bool kDiagonal, int HS>
 __device__ inline void probabilities_transposed(float (&p)[1][kTileCols][4], const uint32_t (&k)[1][HS / 16][4],
                                                 const bf16* q_tile, const float* lse_s, float scale_log2, int warp_key0,
@@ -362,13 +368,14 @@ __device__ inline void probabilities_transposed(float (&p)[1][kTileCols][4], con
         }
 }
 
-// dq of one tile of 64 queries += dS · k, with dS (64 queries x 64 keys) in shared memory as dSᵀ
-// (ds_s[key][query], rows kTile + kPad long) and the block's keys in k_s. Warp w takes queries
-// 16w..16w+15 and adds its 16 x HS products into dq's fp32 sums (rows HS apart) with atomic
-// additions: every key block adds into the same rows.
+// FlashAttention-2's dq, which the benchmark times beside the stage's (the atomic-dq variant):
+// dq of one tile of 64 queries += dS · k, inside the dk/dv kernel, with dS (64 queries x 64 keys)
+// in shared memory as dSᵀ (ds_s[key][query], rows kTile + kPad long) and the block's keys in k_s.
+// Warp w takes queries 16w..16w+15 and adds its 16 x HS products into dq's fp32 sums (rows HS
+// apart) with atomic additions: every key block adds into the same rows, in whatever order the
+// blocks run.
 template <int HS>
-__device__ inline void add_dq(float* dq_sums, const bf16* ds_s, const bf16* k_s, int query0, int T) {
-    // EXERCISE BEGIN stage03.flash_backward_dq TESTS Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu
+__device__ inline void add_dq_atomically(float* dq_sums, const bf16* ds_s, const bf16* k_s, int query0, int T) {
     const int row0 = 16 * (threadIdx.x / 32);
     float dq[HS / 8][4] = {};
 #pragma unroll
@@ -390,91 +397,117 @@ __device__ inline void add_dq(float* dq_sums, const bf16* ds_s, const bf16* k_s,
 #pragma unroll
         for (int n = 0; n < HS / 8; ++n) atomicAdd(dq_sums + size_t(query) * HS + lane_col(n, e), dq[n][e]);
     }
-    // EXERCISE END
 }
 
-// Shared memory of flash_backward_kernel, in bytes: k, dSᵀ (which first holds v on its way to
-// registers), two buffers each of q and dout, two of the per-row numbers. Past the 48 KB a block
-// gets without asking at HS = 64 (56 KB): FlashAttention::backward asks.
-template <int HS>
-constexpr int backward_shared_bytes() {
-    return (kTile * (HS + kPad) + kTile * (kTile + kPad) + 4 * kTile * (HS + kPad)) * int(sizeof(bf16)) +
+// Shared memory of flash_backward_dkdv_kernel, in bytes: with kAtomicDq first k (which
+// add_dq_atomically reads) and dSᵀ (rows kTile + kPad long); then two buffers each of q and dout,
+// two of the per-row numbers. 37,888 bytes at HS = 64; 56,320 with kAtomicDq, past the 48 KB a
+// block gets without asking: FlashAttention::backward asks.
+template <int HS, bool kAtomicDq>
+constexpr int dkdv_shared_bytes() {
+    constexpr int LD = HS + kPad, kDsLD = kTile + kPad;
+    return ((kAtomicDq ? kTile * LD + kTile * kDsLD : 0) + 4 * kTile * LD) * int(sizeof(bf16)) +
            4 * kTile * int(sizeof(float));
 }
 
-// One block: 64 keys of one (batch, head), against the query tiles from its own to the last. Each
-// warp owns 16 keys and computes the transposed products (keys as rows), so dk and dv stay in its
-// registers until the end; dq's share of each query tile goes through shared memory (add_dq).
-// kWithDq = false leaves dq out (4 products instead of 5): the benchmark's deterministic variant
-// makes dq in a kernel of its own (tests/bench/attention_variants.cuh).
-template <int HS, bool kWithDq>
-__global__ void __launch_bounds__(kBackwardThreads, 2)
-    flash_backward_kernel(bf16* dqkv, float* dq_sums, const bf16* qkv, const bf16* dout, const float* lse,
-                          const float* dot, int T, int NH, float scale_log2, float scale) {
-    constexpr int LD = HS + kPad, kDsLD = kTile + kPad;
+// dk and dv. One block: kKeys keys of one (batch, head) (64 or 128: 4 or 8 warps of 16 keys), against
+// the query tiles of 64 from the one of its first key to the last. Each warp owns 16 keys and
+// computes the transposed products (keys as rows), so dk and dv stay in its registers until the
+// end: 4 products per pair of tiles. kAtomicDq (blocks of 64 keys only) adds a fifth, dq's share
+// of the tile, added with atomics (add_dq_atomically): the benchmark's FlashAttention-2 variant.
+template <int HS, int kKeys, bool kAtomicDq>
+__global__ void __launch_bounds__(kKeys * 2, kKeys == kTile ? 2 : 1)
+    flash_backward_dkdv_kernel(bf16* dqkv, float* dq_sums, const bf16* qkv, const bf16* dout, const float* lse,
+                               const float* dot, int T, int NH, float scale_log2, float scale) {
+    static_assert(!kAtomicDq || kKeys == kTile, "add_dq_atomically gives each of 4 warps 16 of a tile's 64 queries");
+    static_assert(kKeys <= 2 * kTile, "k and v pass through the two buffers of q and dout");
+    constexpr int kThreads = kKeys * 2, LD = HS + kPad, kDsLD = kTile + kPad;
+    static_assert(kThreads >= kTile, "the per-row numbers are read one row per thread");
     extern __shared__ uint4 shared[];  // uint4: 16-byte aligned, as ldmatrix and cp.async need
-    bf16* k_s = reinterpret_cast<bf16*>(shared);
-    bf16* ds_s = k_s + kTile * LD;
-    bf16* q_s = ds_s + kTile * kDsLD;    // two buffers of kTile * LD: the one of query tile i at
-    bf16* do_s = q_s + 2 * kTile * LD;  // q_s + (i - key_tile) % 2 * kTile * LD, and the same for dout
+    bf16* k_kept = reinterpret_cast<bf16*>(shared);  // kAtomicDq only
+    bf16* ds_s = k_kept + kTile * LD;                 // kAtomicDq only: dSᵀ
+    bf16* q_s = k_kept + (kAtomicDq ? kTile * LD + kTile * kDsLD : 0);  // two buffers of kTile * LD: the one
+    bf16* do_s = q_s + 2 * kTile * LD;  // of the i-th query tile walked at q_s + i % 2 * kTile * LD; dout's likewise
     float* lse_s = reinterpret_cast<float*>(do_s + 2 * kTile * LD);  // two buffers of kTile
     float* dot_s = lse_s + 2 * kTile;
 
-    const int key_tile = blockIdx.x, q_tiles = gridDim.x;
+    const int key0 = blockIdx.x * kKeys, warp_key0 = key0 + 16 * (threadIdx.x / 32);
+    const int first_q_tile = key0 / kTile, q_tiles = (T + kTile - 1) / kTile;
     const Head<HS> head(qkv, T, NH);
     const int C = head.C, stride = head.stride;
     const bf16* dO = dout + head.out_offset;
     lse += head.stats_offset;
     dot += head.stats_offset;
-    if constexpr (kWithDq) dq_sums += head.stats_offset * HS;  // else there are none (nullptr)
-    const int key0 = key_tile * kTile, warp_key0 = key0 + 16 * (threadIdx.x / 32);
+    if constexpr (kAtomicDq) dq_sums += head.stats_offset * HS;  // else there are none (nullptr)
 
-    // k and v of the block's keys into shared memory (v through dSᵀ's buffer) and then registers;
-    // the first query tile is the keys' own (no earlier query sees them).
-    load_rows_async<HS, kTile, kBackwardThreads>(k_s, head.k, stride, key0, T);
-    load_rows_async<HS, kTile, kBackwardThreads>(ds_s, head.v, stride, key0, T);
-    load_rows_async<HS, kTile, kBackwardThreads>(q_s, head.q, stride, key0, T);
-    load_rows_async<HS, kTile, kBackwardThreads>(do_s, dO, C, key0, T);
+    // k and v of the block's keys pass through shared memory into registers: through the end of q's
+    // and dout's buffers (with 64 keys the second buffers, and the first query tile loads into the
+    // first beside them; with 128 keys all of both), or with kAtomicDq through k's own buffer and
+    // dSᵀ's. The first query tile is the one of the block's first key (no earlier query sees them).
+    constexpr int kStaging = (2 * kTile - kKeys) * LD;
+    bf16* k_staging = kAtomicDq ? k_kept : q_s + kStaging;
+    bf16* v_staging = kAtomicDq ? ds_s : do_s + kStaging;
+    const int query0_first = first_q_tile * kTile;
+    load_rows_async<HS, kKeys, kThreads>(k_staging, head.k, stride, key0, T);
+    load_rows_async<HS, kKeys, kThreads>(v_staging, head.v, stride, key0, T);
+    if constexpr (kKeys <= kTile) {
+        load_rows_async<HS, kTile, kThreads>(q_s, head.q, stride, query0_first, T);
+        load_rows_async<HS, kTile, kThreads>(do_s, dO, C, query0_first, T);
+    }
     cp_async_commit();
-    write_row_stats(lse_s, dot_s, read_row_stats(lse, dot, key0, T));
+    write_row_stats(lse_s, dot_s, read_row_stats(lse, dot, query0_first, T));
     cp_async_wait<0>();
     __syncthreads();
     uint32_t k_frag[1][HS / 16][4], v_frag[1][HS / 16][4];
-    load_warp_rows<HS, 1>(k_frag, k_s, warp_key0 - key0);
-    load_warp_rows<HS, 1>(v_frag, ds_s, warp_key0 - key0);
-    __syncthreads();  // dSᵀ's buffer is free
+    load_warp_rows<HS, 1>(k_frag, k_staging, warp_key0 - key0);
+    load_warp_rows<HS, 1>(v_frag, v_staging, warp_key0 - key0);
+    __syncthreads();  // the staging rows are free (kAtomicDq: dSᵀ's buffer is)
+    if constexpr (kKeys > kTile) {
+        load_rows_async<HS, kTile, kThreads>(q_s, head.q, stride, query0_first, T);
+        load_rows_async<HS, kTile, kThreads>(do_s, dO, C, query0_first, T);
+        cp_async_commit();
+    }
 
     float dk[1][HS / 8][4] = {}, dv[1][HS / 8][4] = {};
-    for (int q_tile = key_tile; q_tile < q_tiles; ++q_tile) {
-        const int buf = (q_tile - key_tile) % 2, next = 1 - buf, query0 = q_tile * kTile;
+    for (int q_tile = first_q_tile; q_tile < q_tiles; ++q_tile) {
+        const int buf = (q_tile - first_q_tile) % 2, next = 1 - buf, query0 = q_tile * kTile;
         const bf16 *q_tile_s = q_s + buf * kTile * LD, *do_tile_s = do_s + buf * kTile * LD;
         const float *lse_tile_s = lse_s + buf * kTile, *dot_tile_s = dot_s + buf * kTile;
         const bool last = q_tile + 1 == q_tiles;
         RowStats next_stats{};
         if (!last) {  // the next tile loads while this one is computed on
-            load_rows_async<HS, kTile, kBackwardThreads>(q_s + next * kTile * LD, head.q, stride, query0 + kTile, T);
-            load_rows_async<HS, kTile, kBackwardThreads>(do_s + next * kTile * LD, dO, C, query0 + kTile, T);
+            load_rows_async<HS, kTile, kThreads>(q_s + next * kTile * LD, head.q, stride, query0 + kTile, T);
+            load_rows_async<HS, kTile, kThreads>(do_s + next * kTile * LD, dO, C, query0 + kTile, T);
             next_stats = read_row_stats(lse, dot, query0 + kTile, T);
         }
         cp_async_commit();
         cp_async_wait<1>();  // everything but the tile just asked for
         __syncthreads();
 
+        // With 128 keys a block starts on a tile that its second half of keys follows entirely: those
+        // warps skip it (every P there is 0). A warp masks a tile in which one of its keys comes after
+        // one of the queries. With 64 keys every warp has work in every tile, and only the first is
+        // masked.
+        const bool needed = kKeys == kTile || warp_key0 < query0 + kTile;
+        const bool diagonal = warp_key0 + 15 > query0;
         float p[1][kTileCols][4];  // Pᵀ, 16 keys x 64 queries
-        if (q_tile == key_tile)
-            probabilities_transposed<true, HS>(p, k_frag, q_tile_s, lse_tile_s, scale_log2, warp_key0, query0);
-        else
-            probabilities_transposed<false, HS>(p, k_frag, q_tile_s, lse_tile_s, scale_log2, warp_key0, query0);
-        mma_accumulators_by_tile<HS, 1>(dv, p, do_tile_s);  // dv += Pᵀ·dout
-        float dp[1][kTileCols][4];
-        mma_rows_by_tile_transposed<HS, 1>(dp, v_frag, do_tile_s);  // dPᵀ = v·doutᵀ
+        if (needed) {
+            if (diagonal)
+                probabilities_transposed<true, HS>(p, k_frag, q_tile_s, lse_tile_s, scale_log2, warp_key0, query0);
+            else
+                probabilities_transposed<false, HS>(p, k_frag, q_tile_s, lse_tile_s, scale_log2, warp_key0, query0);
+            mma_accumulators_by_tile<HS, 1>(dv, p, do_tile_s);  // dv += Pᵀ·dout
+            float dp[1][kTileCols][4];
+            mma_rows_by_tile_transposed<HS, 1>(dp, v_frag, do_tile_s);  // dPᵀ = v·doutᵀ
 #pragma unroll
-        for (int n = 0; n < kTileCols; ++n)
+            for (int n = 0; n < kTileCols; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) p[0][n][e] *= dp[0][n][e] - dot_tile_s[lane_col(n, e)];  // dSᵀ
-        mma_accumulators_by_tile<HS, 1>(dk, p, q_tile_s);  // dk += dSᵀ·q
-        if constexpr (kWithDq) {
+                for (int e = 0; e < 4; ++e) p[0][n][e] *= dp[0][n][e] - dot_tile_s[lane_col(n, e)];  // dSᵀ
+            mma_accumulators_by_tile<HS, 1>(dk, p, q_tile_s);  // dk += dSᵀ·q
+        }
+        if constexpr (kAtomicDq) {
             // dSᵀ into shared memory, rounded as the dk product rounded it, for the whole block's dq.
+            // (With 64 keys `needed` is always true: p holds dSᵀ.)
 #pragma unroll
             for (int n = 0; n < kTileCols; ++n)
 #pragma unroll
@@ -483,7 +516,7 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
                                                  lane_col(n, 0)) =
                         pack_bf16(p[0][n][2 * half], p[0][n][2 * half + 1]);
             __syncthreads();
-            add_dq<HS>(dq_sums, ds_s, k_s, query0, T);
+            add_dq_atomically<HS>(dq_sums, ds_s, k_kept, query0, T);
         }
         if (!last) write_row_stats(lse_s + next * kTile, dot_s + next * kTile, next_stats);
         __syncthreads();  // everyone is done with this tile's buffers (and dSᵀ) before they are loaded again
@@ -495,7 +528,107 @@ __global__ void __launch_bounds__(kBackwardThreads, 2)
     store_rows<HS, 1>(dq_head + 2 * C, stride, warp_key0, T, dv, one);
 }
 
-// dq = its fp32 sums / sqrt(HS), rounded to bf16 into dqkv's q columns. 8 values per thread.
+// One key tile's share of dq for the warp's 16 queries (rows from row0) against keys key0..key0 + 63:
+// P recomputed from the rows' log-sum-exp (row_lse, in log2 units, +inf past T), dP = dout·vᵀ,
+// dS = P ∘ (dP − D) (row_dot: D), dq += dS·k. q and dout are the warp's rows as A operands; on a
+// tile that holds part of the diagonal (kDiagonal) a key after the query gets P = 0.
+template <bool kDiagonal, int HS>
+__device__ inline void add_dq_of_tile(float (&dq)[1][HS / 8][4], const uint32_t (&q)[1][HS / 16][4],
+                                      const uint32_t (&dout)[1][HS / 16][4], const bf16* k_tile, const bf16* v_tile,
+                                      const float (&row_lse)[2], const float (&row_dot)[2], float scale_log2, int row0,
+                                      int key0) {
+    // EXERCISE BEGIN stage03.flash_backward_dq TESTS Kernels.AttentionBackward|Kernels.AttentionBackwardRepeats|Kernels.AttentionLongSequences|Kernels.AttentionBenchmarkVariants|Model.Step0LossAndGradients|Model.FirstBackwardWritesTheGradients|Model.LossInChunksMatchesTheCpu
+    float p[1][kTileCols][4];
+    scores<kDiagonal, HS, 1>(p, q, k_tile, row0, key0);  // q·kᵀ; keys after the query -inf
+    float dp[1][kTileCols][4];
+    mma_rows_by_tile_transposed<HS, 1>(dp, dout, v_tile);  // dP = dout·vᵀ
+#pragma unroll
+    for (int n = 0; n < kTileCols; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {  // elements 0, 1 are row g; 2, 3 row g + 8
+            const float prob = exp2f(fmaf(p[0][n][e], scale_log2, -row_lse[e / 2]));  // 2^-inf = 0
+            p[0][n][e] = prob * (dp[0][n][e] - row_dot[e / 2]);                         // dS
+        }
+    mma_accumulators_by_tile<HS, 1>(dq, p, k_tile);  // dq += dS·k
+    // EXERCISE END
+}
+
+// dq. One block: kQueries queries of one (batch, head) (64 or 128: 4 or 8 warps of 16), against the
+// key tiles up to its last query, in the forward's order. Each warp keeps its queries' q and dout
+// as A operands and their lse and D in registers, and recomputes P and dP for each key tile: 3
+// products per pair of tiles. Only this block writes these rows of dq: no atomics.
+template <int HS, int kQueries>
+__global__ void __launch_bounds__(kQueries * 2, kQueries == kTile ? 2 : 1)
+    flash_backward_dq_kernel(bf16* dqkv, const bf16* qkv, const bf16* dout, const float* lse, const float* dot, int T,
+                             int NH, float scale_log2, float scale) {
+    static_assert(kQueries <= 2 * kTile, "the queries pass through the two buffers of k and v");
+    constexpr int kThreads = kQueries * 2, LD = HS + kPad;
+    __shared__ __align__(16) bf16 k_s[2 * kTile * LD];  // two buffers each, tile j at k_s + j % 2 · kTile·LD
+    __shared__ __align__(16) bf16 v_s[2 * kTile * LD];
+
+    const int query0 = (gridDim.x - 1 - blockIdx.x) * kQueries;  // reversed, as in the forward
+    const Head<HS> head(qkv, T, NH);
+    const int stride = head.stride;
+    const int row0 = query0 + 16 * (threadIdx.x / 32);  // the warp's first query
+    const int tiles = (min(query0 + kQueries, T) + kTile - 1) / kTile;  // up to the block's last query
+
+    // q and dout pass through the end of k's and v's buffers into registers. With 64 queries that
+    // is the second buffer, and key tile 0 loads into the first beside them.
+    constexpr int kStaging = (2 * kTile - kQueries) * LD;
+    load_rows_async<HS, kQueries, kThreads>(k_s + kStaging, head.q, stride, query0, T);
+    load_rows_async<HS, kQueries, kThreads>(v_s + kStaging, dout + head.out_offset, head.C, query0, T);
+    if constexpr (kQueries <= kTile) {
+        load_rows_async<HS, kTile, kThreads>(k_s, head.k, stride, 0, T);
+        load_rows_async<HS, kTile, kThreads>(v_s, head.v, stride, 0, T);
+    }
+    cp_async_commit();
+    float row_lse[2], row_dot[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        const int query = row0 + lane_row(2 * half);
+        row_lse[half] = query < T ? lse[head.stats_offset + query] * kLog2e : INFINITY;
+        row_dot[half] = query < T ? dot[head.stats_offset + query] : 0.0f;
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    uint32_t q_frag[1][HS / 16][4], do_frag[1][HS / 16][4];
+    load_warp_rows<HS, 1>(q_frag, k_s + kStaging, row0 - query0);
+    load_warp_rows<HS, 1>(do_frag, v_s + kStaging, row0 - query0);
+    __syncthreads();  // the staging rows are free
+    if constexpr (kQueries > kTile) {
+        load_rows_async<HS, kTile, kThreads>(k_s, head.k, stride, 0, T);
+        load_rows_async<HS, kTile, kThreads>(v_s, head.v, stride, 0, T);
+        cp_async_commit();
+    }
+
+    float dq[1][HS / 8][4] = {};
+    for (int j = 0; j < tiles; ++j) {
+        const int key0 = j * kTile, buf = j % 2;
+        if (j + 1 < tiles) {  // the next tile loads while this one is computed on
+            load_rows_async<HS, kTile, kThreads>(k_s + (1 - buf) * kTile * LD, head.k, stride, key0 + kTile, T);
+            load_rows_async<HS, kTile, kThreads>(v_s + (1 - buf) * kTile * LD, head.v, stride, key0 + kTile, T);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();  // everything but the tile just asked for
+        __syncthreads();
+        // As in the forward: a warp skips a tile whose keys all come after its last query (or whose
+        // queries are all past T) and masks one whose last key comes after its first query.
+        const bool needed = row0 < T && key0 < row0 + 16;
+        const bool diagonal = key0 + kTile - 1 > row0;
+        const bf16 *k_tile = k_s + buf * kTile * LD, *v_tile = v_s + buf * kTile * LD;
+        if (needed && diagonal)
+            add_dq_of_tile<true, HS>(dq, q_frag, do_frag, k_tile, v_tile, row_lse, row_dot, scale_log2, row0, key0);
+        else if (needed)
+            add_dq_of_tile<false, HS>(dq, q_frag, do_frag, k_tile, v_tile, row_lse, row_dot, scale_log2, row0, key0);
+        __syncthreads();  // everyone is done with this buffer before it is loaded again
+    }
+
+    const float dq_scale[1][2] = {{scale, scale}};
+    store_rows<HS, 1>(dqkv + head.qkv_offset, stride, row0, T, dq, dq_scale);
+}
+
+// FlashAttention-2's last step, for the atomic-dq variant: dq = its fp32 sums / sqrt(HS), rounded
+// to bf16 into dqkv's q columns. 8 values per thread.
 template <int HS>
 __global__ void flash_dq_from_sums_kernel(bf16* dqkv, const float* dq_sums, int B, int T, int NH, float scale) {
     constexpr int kLanes = HS / 8;
@@ -512,22 +645,36 @@ __global__ void flash_dq_from_sums_kernel(bf16* dqkv, const float* dq_sums, int 
 
 // ---- the op -----------------------------------------------------------------------------------------
 
-// kRowsPerWarp: 32 (4 warps per forward block, FlashAttention-2's choice) or 16 (8 warps); the
-// trainer uses FlashAttention, the benchmark times both (tests/bench/attention_variants.cuh).
-template <int kRowsPerWarp>
+// The trainer uses FlashAttention = FlashAttentionWith<32>: the first of each choice below, and no
+// atomic dq. The benchmark times the others (tests/bench/attention_variants.cuh):
+// - kRowsPerWarp: queries per warp in the forward, 32 (4 warps a block, FlashAttention-2's
+//   choice) or 16 (8 warps);
+// - kBackwardKeys: keys per block of the dk/dv kernel, 64 or 128 (4 or 8 warps of 16 keys);
+// - kDqQueries: queries per block of the dq kernel, 64 or 128 (4 or 8 warps of 16 queries);
+// - kAtomicDq: dq made in the dk/dv kernel and added into fp32 sums with atomics, FlashAttention-2's
+//   way (one pass, 5 products per pair of tiles instead of 7; the bits then vary from run to run).
+template <int kRowsPerWarp, int kBackwardKeys = kTile, int kDqQueries = kTile, bool kAtomicDq = false>
 struct FlashAttentionWith {
     static_assert(kRowsPerWarp == 16 || kRowsPerWarp == 32, "a warp's rows are one or two mma tiles of 16");
+    static_assert(kBackwardKeys == kTile || kBackwardKeys == 2 * kTile, "dk/dv blocks of 64 or 128 keys");
+    static_assert(kDqQueries == kTile || kDqQueries == 2 * kTile, "dq blocks of 64 or 128 queries");
+    static_assert(!kAtomicDq || (kBackwardKeys == kTile && kDqQueries == kTile),
+                  "the atomic dq is made in the dk/dv kernel's blocks of 64 keys; there is no dq kernel");
     static constexpr const char* source = __FILE__;
     // A head is a multiple of the mma's k = 16; beyond 64 the backward's accumulators no longer
     // fit in registers. GPT-2 uses 64 at every size; the micro and tiny test models 16 and 32.
     static constexpr int kHeadSizes[3] = {16, 32, 64};
     static constexpr bool kSavesLogSumExp = true;  // all it saves; no T x T buffer, memory grows with T
+    // Every sum of the backward made by one block in one order: the same bits on every run
+    // (Kernels.AttentionBackwardRepeats checks it).
+    static constexpr bool kBitwiseRepeatable = !kAtomicDq;
 
     // Saved for backward: the log-sum-exp of every row, fp32, B x NH x T.
     static size_t saved_bytes(size_t B, size_t T, size_t, size_t NH, size_t) { return B * NH * T * sizeof(float); }
-    // Scratch (backward only): dq's fp32 sums, B x NH x T x HS, then D = rowsum(dout ∘ out), B x NH x T.
+    // Scratch (backward only): D = rowsum(dout ∘ out), fp32, B x NH x T; with kAtomicDq dq's fp32
+    // sums first, B x NH x T x HS.
     static size_t scratch_bytes(size_t B, size_t T, size_t C, size_t NH, size_t) {
-        return B * T * C * sizeof(float) + B * NH * T * sizeof(float);
+        return (kAtomicDq ? B * T * C * sizeof(float) : 0) + B * NH * T * sizeof(float);
     }
 
     template <class Act>
@@ -550,38 +697,40 @@ struct FlashAttentionWith {
         static_assert(std::is_same_v<Act, bf16>, "flash attention runs on bf16 tensor cores (stages 02 and later)");
         check_grid(B, NH);
         const float* lse = static_cast<const float*>(saved);
-        float* dq_sums = static_cast<float*>(scratch);
-        float* dot = dq_sums + size_t(B) * T * C;
+        float* dq_sums = kAtomicDq ? static_cast<float*>(scratch) : nullptr;  // first: float4 stores need 16 bytes
+        float* dot = static_cast<float*>(scratch) + (kAtomicDq ? size_t(B) * T * C : 0);
         with_head_size(C, NH, [&](auto hs) {
             constexpr int HS = decltype(hs)::value;
+            const float scale = 1.0f / std::sqrt(float(HS));
             row_dot<HS>(ctx, dot, dq_sums, out, dout, B, T, NH);
-            backward_kernel<HS, true>(ctx, dqkv, dq_sums, qkv, dout, lse, dot, B, T, NH);
-            const size_t threads = size_t(B) * NH * T * (HS / 8);
-            flash_dq_from_sums_kernel<HS><<<cuda::ceil_div(threads, 256), 256, 0, ctx.stream>>>(
-                dqkv, dq_sums, B, T, NH, 1.0f / std::sqrt(float(HS)));
+            constexpr int bytes = dkdv_shared_bytes<HS, kAtomicDq>();
+            auto dkdv = flash_backward_dkdv_kernel<HS, kBackwardKeys, kAtomicDq>;
+            // Past 48 KB a kernel must ask for its shared memory (allowed while a CUDA Graph is captured).
+            if (bytes > 48 * 1024)
+                CUDA_CHECK(cudaFuncSetAttribute(dkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+            dkdv<<<dim3(cuda::ceil_div(T, kBackwardKeys), B * NH), kBackwardKeys * 2, bytes, ctx.stream>>>(
+                dqkv, dq_sums, qkv, dout, lse, dot, T, NH, scale_log2(HS), scale);
+            LAUNCH_CHECK();
+            if constexpr (kAtomicDq) {
+                const size_t threads = size_t(B) * NH * T * (HS / 8);
+                flash_dq_from_sums_kernel<HS>
+                    <<<cuda::ceil_div(threads, 256), 256, 0, ctx.stream>>>(dqkv, dq_sums, B, T, NH, scale);
+            } else {
+                flash_backward_dq_kernel<HS, kDqQueries>
+                    <<<dim3(cuda::ceil_div(T, kDqQueries), B * NH), kDqQueries * 2, 0, ctx.stream>>>(
+                        dqkv, qkv, dout, lse, dot, T, NH, scale_log2(HS), scale);
+            }
             LAUNCH_CHECK();
         });
     }
 
-    // The launches the backward is made of; the benchmark's variants reuse them.
+    // D for every row (and, given dq_sums, their zeroing); the benchmark's "before" variant reuses it.
     template <int HS>
     static void row_dot(CudaBackend::Context& ctx, float* dot, float* dq_sums, const bf16* out, const bf16* dout, int B,
                         int T, int NH) {
         const size_t threads = size_t(B) * NH * T * (HS / 8);
         flash_row_dot_kernel<HS><<<cuda::ceil_div(threads, 256), 256, 0, ctx.stream>>>(dot, dq_sums, out, dout, B, T,
                                                                                       NH);
-        LAUNCH_CHECK();
-    }
-    template <int HS, bool kWithDq>
-    static void backward_kernel(CudaBackend::Context& ctx, bf16* dqkv, float* dq_sums, const bf16* qkv,
-                                const bf16* dout, const float* lse, const float* dot, int B, int T, int NH) {
-        constexpr int bytes = backward_shared_bytes<HS>();
-        auto kernel = flash_backward_kernel<HS, kWithDq>;
-        // Past 48 KB a kernel must ask for its shared memory (allowed while a CUDA Graph is captured).
-        if (bytes > 48 * 1024)
-            CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        kernel<<<dim3(cuda::ceil_div(T, kTile), B * NH), kBackwardThreads, bytes, ctx.stream>>>(
-            dqkv, dq_sums, qkv, dout, lse, dot, T, NH, scale_log2(HS), 1.0f / std::sqrt(float(HS)));
         LAUNCH_CHECK();
     }
 

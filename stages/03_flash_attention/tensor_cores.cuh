@@ -61,7 +61,8 @@ __device__ inline void load_a(uint32_t (&a)[4], const bf16* tile, int row0, int 
     const int lane = threadIdx.x % 32;
     ldmatrix_x4(a, tile + (row0 + lane % 8 + (lane / 8 % 2) * 8) * LD + col0 + (lane / 16) * 8);
 }
-// The same from a tile that holds A transposed, tile[col][row] (dq's dS, stored as dSᵀ).
+// The same from a tile that holds A transposed, tile[col][row] (the atomic-dq variant's dS, stored
+// as dSᵀ).
 template <int LD>
 __device__ inline void load_a_transposed(uint32_t (&a)[4], const bf16* tile, int row0, int col0) {
     const int lane = threadIdx.x % 32;
@@ -118,7 +119,7 @@ __device__ inline void load_rows_async(bf16* tile, const bf16* head, int stride,
 
 // Where one (batch, head), blockIdx.y, lives: q, k and v where the QKV projection wrote them (rows
 // of 3C, head h at column h·HS of each third), out and dout in rows of C, per-row numbers (lse, D)
-// in [B, NH, T] order, dq's fp32 sums in [B, NH, T, HS].
+// in [B, NH, T] order, the atomic-dq variant's fp32 sums of dq in [B, NH, T, HS].
 template <int HS>
 struct Head {
     int C, stride;

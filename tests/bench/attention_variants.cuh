@@ -6,9 +6,12 @@
 //                                        (namespace before, below, as they were, only their building
 //                                        blocks now shared with stages/03_flash_attention/)
 //   16 rows per warp                     the stage's kernels with 8 warps of 16 queries per block
-//   deterministic dq                     the stage's forward; its backward without dq, which a kernel
-//                                        of its own then makes (before's): 7 products instead of 5,
-//                                        no atomic additions, the same bits on every run
+//   atomic dq                            FlashAttention-2's backward: dq made inside the dk/dv kernel
+//                                        and added with atomics into fp32 sums (5 products per pair of
+//                                        tiles instead of 7; the bits vary from run to run)
+//   128 keys per dk/dv block,            the stage's kernels with 8 warps per backward block instead of
+//   128 queries per dq block, both       4: each q, dout, k and v tile read into shared memory feeds
+//                                        twice as many warps
 //   no tensor cores (forward)            the stage's algorithm alone in fp32 arithmetic, one query
 //                                        row per thread (stages/03_flash_attention/basic_flash_forward.cuh,
 //                                        the stage's first exercise); the stage's backward
@@ -358,14 +361,11 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- the op -----------------------------------------------------------------------------------------
 
-// The op as it was; its head sizes, memory and checks are the stage's (FlashAttentionWith), but
-// for the scratch: D only.
+// The op as it was; its head sizes, memory (D only as scratch) and checks are the stage's
+// (FlashAttentionWith).
 struct FlashAttention : FlashAttentionWith<32> {
     static constexpr const char* label = "before: 64 x 64 tiles, a dq kernel";
     static constexpr const char* source = __FILE__;
-
-    // Scratch: D = rowsum(dout ∘ out), fp32, B x NH x T (backward only).
-    static size_t scratch_bytes(size_t B, size_t T, size_t, size_t NH, size_t) { return B * NH * T * sizeof(float); }
 
     template <class Act>
     static void forward(CudaBackend::Context& ctx, Act* out, void* saved, const Act* qkv, int B, int T, int C, int NH,
@@ -412,32 +412,26 @@ struct FlashAttention16Rows : stage03::FlashAttentionWith<16> {
     static constexpr const char* label = "16 rows per warp";
 };
 
-struct FlashAttentionDeterministicDq : stage03::FlashAttention {
-    static constexpr const char* label = "deterministic dq";
-    static constexpr bool kBitwiseRepeatable = true;  // no atomic additions: Kernels.AttentionBenchmarkVariants checks it
-    // Scratch: D only; no fp32 sums of dq.
-    static size_t scratch_bytes(size_t B, size_t T, size_t, size_t NH, size_t) { return B * NH * T * sizeof(float); }
+struct FlashAttentionAtomicDq : stage03::FlashAttentionWith<32, stage03::kTile, stage03::kTile, true> {
+    static constexpr const char* label = "atomic dq (FlashAttention-2's)";
+};
 
-    template <class Act>
-    static void backward(CudaBackend::Context& ctx, Act* dqkv, const Act* dout, const Act* qkv, const Act* out,
-                         const void* saved, int B, int T, int C, int NH, void* scratch) {
-        const float* lse = static_cast<const float*>(saved);
-        float* dot = static_cast<float*>(scratch);
-        with_head_size(C, NH, [&](auto hs) {
-            constexpr int HS = decltype(hs)::value;
-            row_dot<HS>(ctx, dot, nullptr, out, dout, B, T, NH);
-            backward_kernel<HS, false>(ctx, dqkv, nullptr, qkv, dout, lse, dot, B, T, NH);
-            stage03::before::flash_backward_dq_kernel<HS>
-                <<<dim3(cuda::ceil_div(T, stage03::kTile), B * NH), stage03::before::kThreads, 0, ctx.stream>>>(
-                    dqkv, qkv, dout, lse, dot, T, NH, scale_log2(HS), 1.0f / std::sqrt(float(HS)));
-            LAUNCH_CHECK();
-        });
-    }
+struct FlashAttention128Keys : stage03::FlashAttentionWith<32, 2 * stage03::kTile, stage03::kTile> {
+    static constexpr const char* label = "128 keys per dk/dv block";
+};
+
+struct FlashAttention128Queries : stage03::FlashAttentionWith<32, stage03::kTile, 2 * stage03::kTile> {
+    static constexpr const char* label = "128 queries per dq block";
+};
+
+struct FlashAttention128Both : stage03::FlashAttentionWith<32, 2 * stage03::kTile, 2 * stage03::kTile> {
+    static constexpr const char* label = "128 keys per dk/dv block, 128 queries per dq block";
 };
 
 template <>
 struct AttentionVariants<stage03::FlashAttention> {
-    using type = std::tuple<stage03::before::FlashAttention, FlashAttention16Rows, FlashAttentionDeterministicDq,
+    using type = std::tuple<stage03::before::FlashAttention, FlashAttention16Rows, FlashAttentionAtomicDq,
+                            FlashAttention128Keys, FlashAttention128Queries, FlashAttention128Both,
                             stage03::BasicFlashForward>;
 };
 

@@ -218,37 +218,50 @@ def online_softmax(path, root):
 # ----------------------------------------------------------------------------------------------
 # flash_backward_walk.svg (chapter 03b, "The backward pass")
 
-BACKWARD_TILE, BACKWARD_THREADS = 64, 128  # kTile and kBackwardThreads of flash_attention.cuh
+BACKWARD_TILE, BACKWARD_WARP_ROWS = 64, 16  # kTile of flash_attention.cuh; keys or queries per warp
 BACKWARD_T = 256
+# What the figure draws, as the source says it: the tile, the default blocks of 64 keys and 64
+# queries (4 warps of 16 rows: two threads per row), the dk/dv walk down a column from the tile of
+# the block's first key, the dq walk along a row of key tiles in reversed block order, and a
+# default without atomics.
+BACKWARD_SOURCE = [
+    "template <int kRowsPerWarp, int kBackwardKeys = kTile, int kDqQueries = kTile, bool kAtomicDq = false>",
+    "constexpr int kThreads = kKeys * 2",
+    "constexpr int kThreads = kQueries * 2",
+    "for (int q_tile = first_q_tile; q_tile < q_tiles; ++q_tile)",
+    "const int query0 = (gridDim.x - 1 - blockIdx.x) * kQueries;",
+    "static constexpr bool kBitwiseRepeatable = !kAtomicDq;",
+]
 
 
 def backward_constants_found(root):
     text = (root / "stages/03_flash_attention/flash_attention.cuh").read_text(encoding="utf-8")
     tile = re.search(r"constexpr int kTile = (\d+);", text)
-    threads = re.search(r"constexpr int kBackwardThreads = (\d+);", text)
-    walk = "for (int q_tile = key_tile; q_tile < q_tiles; ++q_tile)" in text
-    atomics = "dq is added, as FlashAttention-2 does, into" in text
-    return (tile and int(tile.group(1)) == BACKWARD_TILE and threads and int(threads.group(1)) == BACKWARD_THREADS
-            and walk and atomics)
+    dq_kernel = text.find("flash_backward_dq_kernel(bf16* dqkv")
+    return (tile and int(tile.group(1)) == BACKWARD_TILE and all(s in text for s in BACKWARD_SOURCE)
+            and "flash_backward_dkdv_kernel(bf16* dqkv" in text and dq_kernel >= 0
+            and text.find("for (int j = 0; j < tiles; ++j)", dq_kernel) >= 0)
 
 
 def flash_backward_walk(path, root):
     if not backward_constants_found(root):
-        raise SystemExit("figures: flash_backward_kernel no longer walks as flash_backward_walk.svg draws it "
-                         "(kTile, kBackwardThreads, the q_tile loop, dq's atomic sums): update "
+        raise SystemExit("figures: the backward of flash_attention.cuh no longer walks as flash_backward_walk.svg "
+                         "draws it (kTile, the default blocks of 64 keys and 64 queries, the dk/dv kernel's q_tile "
+                         "loop, the dq kernel's loop and its reversed blocks, no atomics by default): update "
                          "tests/docs/course_figures.py")
     n = BACKWARD_T // BACKWARD_TILE
-    warps = BACKWARD_THREADS // 32
-    W, H = 1000, 740
-    svg = canvas(W, H, "The backward of flash attention: each block walks down its column of tiles",
-                 f"Stage 03, one (batch, head) at T = {BACKWARD_T}: {n} key blocks (blockIdx.x = key tile j), grid "
-                 f"(T/{BACKWARD_TILE}, B·NH), {warps} warps of {BACKWARD_TILE // warps} keys each")
+    warps = BACKWARD_TILE // BACKWARD_WARP_ROWS
+    W, H = 1000, 800
+    svg = canvas(W, H, "The backward of flash attention: a column of tiles for dk and dv, a row for dq",
+                 f"Stage 03, one (batch, head) at T = {BACKWARD_T}: {n} tiles of {BACKWARD_TILE} each way; both "
+                 f"kernels' grids (T/{BACKWARD_TILE}, B·NH), {warps} warps of {BACKWARD_WARP_ROWS} keys or queries "
+                 "a block")
 
     # The three launches of FlashAttention::backward, in order.
     ky = 70
-    kernels = [("1  flash_row_dot_kernel", "D = rowsum(dout ∘ out); dq's fp32 sums set to 0", GREY),
-               ("2  flash_backward_kernel", "dk, dv written; dq's shares added into the sums", TEAL),
-               ("3  flash_dq_from_sums_kernel", "dq = sums / √64, rounded to bf16 once", PURPLE)]
+    kernels = [("1  flash_row_dot_kernel", "D = rowsum(dout ∘ out), one per row", GREY),
+               ("2  flash_backward_dkdv_kernel", "dk, dv: one block per 64 keys", TEAL),
+               ("3  flash_backward_dq_kernel", "dq: one block per 64 queries", PURPLE)]
     kw = 300
     for i, (name, what, colour) in enumerate(kernels):
         x = 24 + i * (kw + 20)
@@ -258,99 +271,99 @@ def flash_backward_walk(path, root):
         if i:
             arrow(svg, x - 19, ky + 21, x - 2, ky + 21)
 
-    # The causal matrix: queries down, keys across; a block owns a column of tiles.
-    c = 84
-    gx, gy = 120, 184
-    svg.text(gx + n * c / 2, gy - 30, "keys → (one block per column)", size=12, anchor="middle", weight="bold")
-    for j in range(n):
-        svg.text(gx + (j + 0.5) * c, gy - 10, f"block j = {j}", size=11, anchor="middle", colour=MUTED)
-    svg.text(gx - 10, gy - 10, "queries ↓", size=12, anchor="end", weight="bold")
-    for i in range(n):
-        svg.text(gx - 10, gy + (i + 0.5) * c + 4, f"q tile {i}", size=11, anchor="end", colour=MUTED)
+    # Two copies of the causal matrix, queries down and keys across: the dk/dv kernel's blocks own
+    # columns and walk down, the dq kernel's own rows and walk across. Each lower tile is visited
+    # once by each.
+    c = 64
+    gy = 214
+    panels = [(110, TEAL, "kernel 2: a block per column of keys, walking ↓"),
+              (590, PURPLE, "kernel 3: a block per row of queries, walking →")]
+    for p, (gx, colour, heading) in enumerate(panels):
+        svg.text(gx + n * c / 2, gy - 44, heading, size=12, anchor="middle", weight="bold")
+        svg.text(gx + n * c / 2, gy - 28, "keys across, queries down", size=11, anchor="middle", colour=MUTED)
         for j in range(n):
-            x, y = gx + j * c, gy + i * c
-            if j > i:
-                svg.rect(x, y, c, c, "#f3f3f3", stroke="white", width=2)
-                continue
-            svg.rect(x, y, c, c, TEAL, opacity=0.85 if j < i else 0.55, stroke="white", width=2)
-            svg.text(x + c / 2 - 6, y + c / 2 - 2, f"step {i - j + 1}", size=11, anchor="middle", colour="white",
-                     weight="bold")
-            if i == j:
-                svg.text(x + c / 2 - 6, y + c / 2 + 13, "diagonal,", size=10, anchor="middle", colour="white")
-                svg.text(x + c / 2 - 6, y + c / 2 + 26, "masked", size=10, anchor="middle", colour="white")
-    for j in range(n):  # the walk: from the diagonal down to the last query tile
-        x = gx + j * c + c - 12
-        arrow(svg, x, gy + j * c + 10, x, gy + n * c - 6, colour="#1f4e4a", width=2)
-    # What a block keeps, under its column.
-    by = gy + n * c + 20
+            svg.text(gx + (j + 0.5) * c, gy - 8, f"k tile {j}" if p else f"block {j}", size=11, anchor="middle",
+                     colour=MUTED)
+        for i in range(n):
+            # The dq kernel takes its blocks in the forward's order: blockIdx.x = 0 the longest row.
+            svg.text(gx - 8, gy + (i + 0.5) * c + 4, f"q tile {i}" if not p else f"block {n - 1 - i}", size=11,
+                     anchor="end", colour=MUTED)
+            for j in range(n):
+                x, y = gx + j * c, gy + i * c
+                if j > i:
+                    svg.rect(x, y, c, c, "#f3f3f3", stroke="white", width=2)
+                    continue
+                svg.rect(x, y, c, c, colour, opacity=0.85 if j < i else 0.55, stroke="white", width=2)
+                step = i - j + 1 if p == 0 else j + 1
+                svg.text(x + c / 2 - (6 if p == 0 else 0), y + c / 2 - (4 if i == j else -4), f"step {step}",
+                         size=11, anchor="middle", colour="white", weight="bold")
+                if i == j:
+                    svg.text(x + c / 2 - (6 if p == 0 else 0), y + c / 2 + 11, "masked", size=10, anchor="middle",
+                             colour="white")
+        if p == 0:
+            for j in range(n):  # from the diagonal down to the last query tile
+                x = gx + j * c + c - 10
+                arrow(svg, x, gy + j * c + 8, x, gy + n * c - 4, colour="#1f4e4a", width=2)
+        else:
+            for i in range(n):  # from key tile 0 along to the diagonal
+                y = gy + i * c + c - 10
+                arrow(svg, gx + 6, y, gx + (i + 1) * c - 4, y, colour="#4a2a4a", width=2)
+
+    # What each block keeps, and writes once at the end of its walk.
+    by = gy + n * c + 16
+    gx = panels[0][0]
     for j in range(n):
-        x = gx + j * c + 4
-        svg.rect(x, by, c - 8, 40, ORANGE, opacity=0.85)
-        svg.text(x + (c - 8) / 2, by + 16, "dk, dv", size=11, anchor="middle", colour="white", weight="bold")
-        svg.text(x + (c - 8) / 2, by + 31, "registers", size=10, anchor="middle", colour="white")
-    svg.text(gx - 10, by + 25, "kept", size=11, anchor="end", colour=MUTED)
-    lines(svg, gx - 96, by + 64, [
-        f"Block j: k and v of its {BACKWARD_TILE} keys loaded once; dk and dv ({BACKWARD_TILE} × 64 fp32,",
-        f"{BACKWARD_TILE // warps} keys a warp) add up in registers over {n} − j query tiles and are",
-        "written once, after the last: no other block touches them.",
-    ], size=12)
-
-    # dq's fp32 sums in global memory, one row of tiles each; every block adds into them.
-    sx = gx + n * c + 120
-    svg.text(sx + 60, gy - 30, "dq's sums, fp32", size=12, anchor="middle", weight="bold")
-    svg.text(sx + 60, gy - 12, "global memory (L2)", size=11, anchor="middle", colour=MUTED)
+        x = gx + j * c + 3
+        svg.rect(x, by, c - 6, 36, ORANGE, opacity=0.85)
+        svg.text(x + (c - 6) / 2, by + 15, "dk, dv", size=11, anchor="middle", colour="white", weight="bold")
+        svg.text(x + (c - 6) / 2, by + 29, "registers", size=9, anchor="middle", colour="white")
+    svg.text(gx - 8, by + 22, "kept", size=11, anchor="end", colour=MUTED)
+    gx = panels[1][0]
+    svg.text(gx + n * c + 16 + 32, gy - 8, "kept", size=11, anchor="middle", colour=MUTED)
     for i in range(n):
-        y = gy + i * c + 10
-        svg.rect(sx, y, 120, c - 20, PURPLE, opacity=0.22, stroke=PURPLE, width=1.5)
-        svg.text(sx + 60, y + 22, f"rows of q tile {i}", size=11, anchor="middle", weight="bold")
-        svg.text(sx + 60, y + 40, f"{i + 1} share{'s' if i else ''}: block{'s' if i else ''} "
-                 f"{'0' if i == 0 else f'0-{i}'}", size=11, anchor="middle", colour=TEXT)
-        arrow(svg, gx + n * c + 4, gy + i * c + c / 2, sx - 4, gy + i * c + c / 2, colour=PURPLE, width=1.8)
-    svg.text(gx + n * c + 60, gy + c / 2 - 8, "atomicAdd", size=11, anchor="middle", colour=PURPLE,
-             weight="bold")
-    # ... and are rounded once, by the third kernel.
-    dy = gy + n * c + 20
-    arrow(svg, sx + 60, gy + n * c - 8, sx + 60, dy - 2, colour=PURPLE)
-    svg.rect(sx, dy, 120, 40, PURPLE, opacity=0.85)
-    svg.text(sx + 60, dy + 16, "dq, bf16", size=11, anchor="middle", colour="white", weight="bold")
-    svg.text(sx + 60, dy + 31, "÷ √64, rounded once", size=10, anchor="middle", colour="white")
+        x, y = gx + n * c + 16, gy + i * c + 3
+        svg.rect(x, y, 64, c - 6, ORANGE, opacity=0.85)
+        svg.text(x + 32, y + 25, "dq", size=11, anchor="middle", colour="white", weight="bold")
+        svg.text(x + 32, y + 39, "registers", size=9, anchor="middle", colour="white")
 
-    # One step of the walk, as the loop body does it.
-    px = sx + 146
-    svg.text(px, gy - 30, "Block j at query tile i (one step ↓)", size=12, weight="bold")
+    # One step of each walk, as the loop bodies do it.
     steps = [
-        ("q, dout of tile i + 1 load (cp.async)", "while this tile is computed on"),
-        ("Pᵀ = exp2(k·qᵀ·c − lse)", "recomputed from the saved lse"),
-        ("dv += Pᵀ·dout", "registers"),
-        ("dPᵀ = v·doutᵀ", ""),
-        ("dSᵀ = Pᵀ ∘ (dPᵀ − D)", ""),
-        ("dk += dSᵀ·q", "registers"),
-        ("dSᵀ → shared memory, barrier", "a query's row is spread over 4 warps"),
-        ("dq_i += dS·k: atomicAdd", "each warp 16 queries × 64"),
+        (panels[0][0] - 86, "Block j at query tile i (one step ↓)", [
+            ("Pᵀ = exp2(k·qᵀ·c − lse)", TEAL, "recomputed from the saved lse"),
+            ("dv += Pᵀ·dout", ORANGE, ""),
+            ("dPᵀ = v·doutᵀ", TEAL, ""),
+            ("dSᵀ = Pᵀ ∘ (dPᵀ − D)", TEAL, ""),
+            ("dk += dSᵀ·q", ORANGE, ""),
+        ], "4 products; q, dout of tile i + 1 load meanwhile"),
+        (panels[1][0] - 86, "A warp's 16 queries at key tile j (one step →)", [
+            ("P = exp2(q·kᵀ·c − lse)", PURPLE, "recomputed; lse, D in registers"),
+            ("dP = dout·vᵀ", PURPLE, "made a second time"),
+            ("dS = P ∘ (dP − D)", PURPLE, ""),
+            ("dq += dS·k", ORANGE, ""),
+        ], "3 products (add_dq_of_tile); k, v of tile j + 1 load meanwhile"),
     ]
-    y = gy - 4
-    for k, (what, note) in enumerate(steps):
-        colour = PURPLE if k >= 6 else ORANGE if k in (2, 5) else TEAL
-        svg.rect(px, y, 10, 10, colour, opacity=0.85)
-        svg.text(px + 16, y + 9, what, size=12, colour="#222")
-        if note:
-            svg.text(px + 16, y + 25, note, size=10, colour=MUTED)
-        y += 40 if note else 26
-    lines(svg, px, y + 12, [
-        "Five products per pair of tiles;",
-        "the first four stay inside a warp.",
-    ], size=11, colour=MUTED, step=15)
+    sy = by + 66
+    for x, heading, items, foot in steps:
+        svg.text(x, sy, heading, size=12, weight="bold")
+        y = sy + 14
+        for what, colour, note in items:
+            svg.rect(x, y, 10, 10, colour, opacity=0.85)
+            svg.text(x + 16, y + 9, what, size=12, colour="#222")
+            if note:
+                svg.text(x + 170, y + 9, note, size=10, colour=MUTED)
+            y += 22
+        svg.text(x, y + 8, foot, size=11, colour=MUTED)
 
-    ny = by + 130
+    ny = sy + 172
     svg.line(24, ny - 16, W - 24, ny - 16, colour="#e3e3e3")
     lines(svg, 24, ny + 4, [
-        "Why dq is different: dk and dv of a key depend on every query after it, and one block walks over all of "
-        "those. dq of a query depends",
-        "on every key before it, which many blocks own: so each block adds its share into fp32 sums with atomicAdd, "
-        "in whatever order the blocks",
-        "run (the last bits of dq can differ between runs), and a third kernel rounds the sums to bf16 once. At "
-        "T = 1024, HS = 64 a head has 136",
-        "pairs of tiles; one layer at B = 16 makes about 107 million such additions (the chapter's arithmetic).",
+        "Why two walks: dk and dv of a key sum over the queries after it, a column of tiles; dq of a query sums over "
+        "the keys before it, a row.",
+        "Each sum has one block that owns it and adds its terms in one order, in registers: no atomics, no fp32 sums "
+        "in memory, the same bits",
+        "on every run. The price: P and dP made twice, 7 products per pair of tiles instead of 5. FlashAttention-2 "
+        "makes dq inside the column",
+        "walk instead and adds each block's share into fp32 sums with atomicAdd (the benchmark's atomic-dq variant).",
     ], size=12)
     svg.write(str(path))
 

@@ -30,10 +30,10 @@ these):
                         factor exp(m_old - m) and the rescaled l and o, then o / l and the
                         one-pass softmax beside it (the script checks that they agree).
   flash_backward_walk.svg  chapter 03b, "The backward pass": the three launches of the backward;
-                        one block per 64 keys walking down the query tiles from its diagonal,
-                        dk and dv kept in registers, each tile's share of dq added with atomicAdd
-                        into fp32 sums in global memory by every key block, rounded once; the
-                        steps of the loop body.
+                        the dk/dv kernel's blocks of 64 keys walking down their column of query
+                        tiles from the diagonal, dk and dv kept in registers, and the dq kernel's
+                        blocks of 64 queries walking along their row of key tiles to the diagonal,
+                        dq kept in registers (no atomics); the steps of each loop body.
   fusion_bytes.svg      chapter 04, "The fusions": bytes per step before and after each fusion
                         (classifier, matmul epilogues, LayerNorm, AdamW) at GPT-2 124M, B = 16,
                         T = 1024, counted as the chapter counts them, with the H200's measured

@@ -18,7 +18,9 @@ gpu_check_<commit>.txt whose name gives the commit, and tests_summary.txt (the G
 record; each cell of a table comes from the latest run of its GPU model that measured it, and
 names that run. The attention benchmark's rows give the median and the range over every run of
 the GPU model instead: the same kernel has measured up to a quarter apart from run to run, so
-one run says little about a difference between two variants.
+one run says little about a difference between two variants. A run whose entries timed other
+code than their labels name now (ATOMIC_DQ_RUNS: made while stage 03's backward added dq with
+atomics) is read under the labels of what it timed.
 
 The yardstick of a GPU model is the median of every copy bandwidth and every bf16 GEMM ceiling
 its runs measured; "% of copy" and "% of GEMM" in the tables are against it, so that a
@@ -62,11 +64,32 @@ KERNELS = {
     "06": [("Optimizer", "step")],
 }
 
-# The attention benchmark's entries each table shows, at T = 1024 and B = 16.
+# The attention benchmark's entries each table shows, at T = 1024 and B = 16, each row even when
+# no run has timed it yet (its cells empty).
+ATOMIC_DQ = "C++ stage 03 (atomic dq (FlashAttention-2's))"
+FIRST_FORM = "C++ stage 03 (dq in its own pass, first form)"
 ATTENTION = {
-    "03a": ["C++ stage 02", "C++ stage 03 (no tensor cores (forward))", "C++ stage 03", "PyTorch SDPA flash"],
-    "03": ["C++ stage 03", "C++ stage 03 (before: 64 x 64 tiles, a dq kernel)", "C++ stage 03 (16 rows per warp)",
-           "C++ stage 03 (deterministic dq)", "PyTorch SDPA flash", "PyTorch SDPA cuDNN"],
+    "03a": ["C++ stage 02", "C++ stage 03 (no tensor cores (forward))", "C++ stage 03", ATOMIC_DQ,
+            "PyTorch SDPA flash"],
+    "03": ["C++ stage 03", ATOMIC_DQ, FIRST_FORM, "C++ stage 03 (before: 64 x 64 tiles, a dq kernel)",
+           "C++ stage 03 (16 rows per warp)", "C++ stage 03 (128 keys per dk/dv block)",
+           "C++ stage 03 (128 queries per dq block)", "C++ stage 03 (128 keys per dk/dv block, 128 queries per dq block)",
+           "PyTorch SDPA flash", "PyTorch SDPA cuDNN"],
+}
+PASSES = ("forward", "backward")
+# The runs made before stage 03's attention backward made dq in a pass of its own. Until then the
+# stage added dq into fp32 sums with atomics (FlashAttention-2's way, now the benchmark's atomic-dq
+# variant), and the present design was the benchmark's "deterministic dq" variant, in a first form
+# (its dq kernel the one of the kernels before). Their entries timed other code than the same labels
+# time now, so they are read under the labels of what they timed, as course_figures.py's
+# FIRST_VERSION_RUNS marks the runs of stage 00's first kernels.
+ATOMIC_DQ_RUNS = {"2026-11-23_h100", "2026-11-27_h200", "2026-11-28_h200", "2026-11-28_h200_9cf1cf3"}
+ATOMIC_DQ_ENTRIES = {  # entry as those runs name it -> the rows of its forward and its backward (None: not shown)
+    "C++ stage 03": (ATOMIC_DQ, ATOMIC_DQ),
+    "C++ stage 03 (deterministic dq)": (FIRST_FORM, FIRST_FORM),
+    # their forward is the variant's; their backward was the stage's, then the atomic one
+    "C++ stage 03 (16 rows per warp)": ("C++ stage 03 (16 rows per warp)", None),
+    "C++ stage 03 (no tensor cores (forward))": ("C++ stage 03 (no tensor cores (forward))", None),
 }
 ATTENTION_T, ATTENTION_B = 1024, 16
 STEP_TABLES = {"00", "01", "02", "03", "04", "05", "06"}
@@ -170,9 +193,17 @@ class Run:
         return None
 
     def attention_row(self, entry):
+        """The attention benchmark's row at T = 1024, B = 16 that the table row `entry` shows: in a
+        run of ATOMIC_DQ_RUNS, the one ATOMIC_DQ_ENTRIES reads as `entry`, without a pass it reads
+        as another row or none."""
         for r in (self.attention or {}).get("rows", []):
-            if r.get("entry") == entry and r.get("T") == ATTENTION_T and r.get("B") == ATTENTION_B:
-                return r
+            if r.get("T") != ATTENTION_T or r.get("B") != ATTENTION_B:
+                continue
+            name = r.get("entry")
+            shown = ATOMIC_DQ_ENTRIES.get(name) if self.name in ATOMIC_DQ_RUNS else None
+            shown = shown or (name, name)
+            if entry in shown:
+                return {k: v for k, v in r.items() if k not in PASSES or shown[PASSES.index(k)] == entry}
         return None
 
 
@@ -332,11 +363,20 @@ def attention_table(all_runs, name, link_prefix):
                 else:
                     cells.append(f"{ms(statistics.median(values))} ({min(values):.3f}–{max(values):.3f}, "
                                  f"{len(values)} runs) [{marks}]")
-        if any(cells):
-            t.rows.append([entry] + cells)
+        t.rows.append([entry] + cells)
     note = ("tests/bench/attention.py, one timing (median of its repeats) per run; each cell is the median "
-            "over the runs, with their range. Runs are not interleaved: a difference inside the range says "
-            "nothing.")
+            "over the runs, with their range; an empty cell, no committed run has timed it. Runs are not "
+            "interleaved: a difference inside the range says nothing.")
+    before = [t.mark(r) for r in t.sources if r.name in ATOMIC_DQ_RUNS]
+    def short(entry):  # "C++ stage 03 (atomic dq (FlashAttention-2's))" -> "atomic dq (FlashAttention-2's)"
+        return entry[len("C++ stage 03 ("):-1] if entry.startswith("C++ stage 03 (") else entry
+    read_as = [f"their *{short(old)}* entry is the *{short(rows[0])}* row" for old, rows in ATOMIC_DQ_ENTRIES.items()
+               if rows[0] != old and rows[0] in ATTENTION[name]]
+    if any(rows[1] is None and rows[0] in ATTENTION[name] for rows in ATOMIC_DQ_ENTRIES.values()):
+        read_as.append("the backward of their other stage 03 entries (the atomic one) is left out")
+    if before and read_as:
+        note += (f" {'Runs' if len(before) > 1 else 'Run'} {','.join(before)} came before stage 03 made dq in a "
+                 "pass of its own: " + "; ".join(read_as) + ".")
     return t.render(note, link_prefix)
 
 

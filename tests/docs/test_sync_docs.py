@@ -145,6 +145,34 @@ class MeasuredTables(unittest.TestCase):
             self.assertIn("| NVIDIA H200 | 4,000 GB/s (median of 4; 4,000–4,000) | 800 TFLOP/s (median of 4; 700–800) | "
                           "989 TFLOP/s | 2 [a, b] |", text)
 
+    def test_the_runs_before_dq_had_its_own_pass_are_read_under_what_they_timed(self):
+        # 2026-11-27_h200 is one of measured.ATOMIC_DQ_RUNS: its "C++ stage 03" timed the backward that
+        # is now the atomic-dq variant, and the backward of its other stage 03 entries was that one too.
+        def attention(root, name, rows):
+            (root / "docs" / "results" / name / "attention").mkdir()
+            (root / "docs" / "results" / name / "attention" / "results.json").write_text(json.dumps(
+                {"device": "NVIDIA H200", "rows": [{"entry": e, "T": 1024, "B": 16, "forward": f, "backward": b}
+                                                   for e, f, b in rows]}))
+        with tempfile.TemporaryDirectory() as tmp:
+            root = Path(tmp)
+            make_repo(root, "<!-- measured: 03a -->\n<!-- end measured -->\n")
+            make_run(root, "2026-11-27_h200", "NVIDIA H200", "2026-11-27", 500.0)
+            attention(root, "2026-11-27_h200", [("C++ stage 03 (no tensor cores (forward))", 2.0, 0.7),
+                                                ("C++ stage 03", 0.2, 0.6)])
+            make_run(root, "2026-12-01_h200", "NVIDIA H200", "2026-12-01", 400.0)
+            attention(root, "2026-12-01_h200", [("C++ stage 03 (no tensor cores (forward))", 2.2, 0.5),
+                                                ("C++ stage 03", 0.1, 0.3)])
+            write(root)
+            text = (root / "docs" / "00_base.md").read_text()
+            self.assertIn("| C++ stage 02 |  |  |", text)  # a row no run timed: empty cells
+            self.assertIn("| C++ stage 03 (no tensor cores (forward)) | 2.10 ms (2.000–2.200, 2 runs) [a,b] | "
+                          "0.5000 ms [b] |", text)
+            self.assertIn("| C++ stage 03 | 0.1000 ms [b] | 0.3000 ms [b] |", text)
+            self.assertIn("| C++ stage 03 (atomic dq (FlashAttention-2's)) | 0.2000 ms [a] | 0.6000 ms [a] |", text)
+            self.assertIn("Run a came before stage 03 made dq in a pass of its own: their *C++ stage 03* entry is "
+                          "the *atomic dq (FlashAttention-2's)* row; the backward of their other stage 03 entries", text)
+            self.assertEqual(check(root)[0], 0, check(root)[1])
+
     def test_an_unknown_table_or_an_unclosed_marker_fails(self):
         for chapter, message in (("<!-- measured: 99 -->\n<!-- end measured -->\n", "no measured table named '99'"),
                                  ("<!-- measured: 00 -->\n", "is not closed")):

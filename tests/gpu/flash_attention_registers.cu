@@ -1,6 +1,6 @@
 // Built, never run: every kernel of stage 03's attention (those of the stage's template, which the
-// trainer and the benchmark's 16-rows and deterministic-dq variants use, and the forward without
-// tensor cores; not the benchmark's copy of the kernels as they were before), compiled with ptxas
+// trainer and the benchmark's 16-rows, atomic-dq and 128-row-block variants use, and the forward
+// without tensor cores; not the benchmark's copy of the kernels as they were before), compiled with ptxas
 // reporting each one's registers (-v) and a spill or any other use of local memory made an error
 // (-warn-spills -warn-lmem-usage -Werror).
 // The kernels keep their tiles in registers; one that spills reads and writes local memory in its
@@ -22,16 +22,11 @@ void instantiate(CudaBackend::Context& ctx) {
 }
 
 void instantiate_every_attention_kernel(CudaBackend::Context& ctx) {
-    instantiate<stage03::FlashAttention>(ctx);  // the trainer's: 32 rows per warp
+    instantiate<stage03::FlashAttention>(ctx);  // the trainer's: 32 rows per warp, blocks of 64 keys and 64 queries
     instantiate<stage03::FlashAttentionWith<16>>(ctx);
+    instantiate<stage03::FlashAttentionWith<32, stage03::kTile, stage03::kTile, true>>(ctx);  // atomic dq
+    instantiate<stage03::FlashAttentionWith<32, 2 * stage03::kTile, 2 * stage03::kTile>>(ctx);  // 128 keys, 128 queries
     instantiate<stage03::BasicFlashForward>(ctx);  // the forward without tensor cores (its backward is the stage's)
-    // The backward without dq (the deterministic-dq variant's), each head size.
-    using A = stage03::FlashAttention;
-    bf16* x = nullptr;
-    float* f = nullptr;
-    A::backward_kernel<16, false>(ctx, x, f, x, x, f, f, 1, 1, 1);
-    A::backward_kernel<32, false>(ctx, x, f, x, x, f, f, 1, 1, 1);
-    A::backward_kernel<64, false>(ctx, x, f, x, x, f, f, 1, 1, 1);
 }
 
 }  // namespace gpt

@@ -770,12 +770,23 @@ TEST_F(Kernels, AttentionLongSequences) {
 }
 
 // An attention op whose backward promises the same bits on every run declares kBitwiseRepeatable
-// (the benchmark's deterministic-dq variant): its backward is then run twice and compared bit for bit.
+// (stage 03's, and every variant of it but the atomic-dq one): its backward is then run twice and
+// compared bit for bit.
 template <class Attention, class = void>
 struct BitwiseRepeatable : std::false_type {};
 template <class Attention>
 struct BitwiseRepeatable<Attention, std::void_t<decltype(Attention::kBitwiseRepeatable)>>
     : std::bool_constant<Attention::kBitwiseRepeatable> {};
+
+void expect_same_bits(const std::vector<Act>& first, const std::vector<Act>& second) {
+    size_t differ = 0, at = 0;
+    for (size_t i = 0; i < first.size(); ++i)
+        if (std::memcmp(&first[i], &second[i], sizeof(Act)) != 0 && differ++ == 0) at = i;
+    using gpt::test::element_to_float;
+    EXPECT_EQ(differ, 0u) << differ << " of " << first.size() << " elements of dqkv differ between two runs; the "
+                          << "first, " << at << ", is " << element_to_float(first[at]) << " then "
+                          << element_to_float(second[at]);
+}
 
 template <class Attention>
 void check_backward_bit_for_bit(StageContext& ctx, Rng& rng) {
@@ -783,9 +794,7 @@ void check_backward_bit_for_bit(StageContext& ctx, Rng& rng) {
     SCOPED_TRACE("backward twice, bit for bit: " + case_name(s));
     AttentionRun<Attention> run(ctx, rng, s);
     const std::vector<Act> first = run.backward(ctx), second = run.backward(ctx);
-    size_t differ = 0;
-    for (size_t i = 0; i < first.size(); ++i) differ += std::memcmp(&first[i], &second[i], sizeof(Act)) != 0;
-    EXPECT_EQ(differ, 0u) << differ << " of " << first.size() << " elements of dqkv differ between two runs";
+    expect_same_bits(first, second);
 }
 
 // An attention op whose forward runs without tensor cores declares kTensorCoreForward = false
@@ -803,8 +812,8 @@ struct AnyForwardWithoutTensorCores<std::tuple<A...>> : std::bool_constant<(Forw
 // The variants of the stage's attention that only the benchmark uses (stages 00-02: the first version
 // of the softmax, a thread per row, tests/bench/first_versions.cuh; from stage 03 on,
 // tests/bench/attention_variants.cuh: the kernels before FlashAttention-2's design, 16 rows per
-// warp, a deterministic dq): a comparison of their speed means something only if they compute the
-// same thing. Each on the cases of its head sizes at T = 1, 65, 1000 and 1024 (those it has). A
+// warp, FlashAttention-2's atomic dq, blocks of 128 keys or queries in the backward): a comparison
+// of their speed means something only if they compute the same thing. Each on the cases of its head sizes at T = 1, 65, 1000 and 1024 (those it has). A
 // stage without variants skips: the test does not apply to it.
 // The forward without tensor cores has a test of its own, below (its backward is the stage's), so
 // that its workshop exercise is judged by that test alone.
@@ -856,10 +865,11 @@ TEST_F(Kernels, AttentionForwardWithoutTensorCores) {
 }
 
 // The backward twice on the same inputs and the same scratch: filled with NaN before the first run,
-// left as the first run left it for the second. What the first run leaves there (stage 03's fp32
-// sums of dq, which each backward must set to 0 itself) must not change the second, and both must
-// match the CPU. Stage 03 adds dq's shares with atomic additions, in whatever order the blocks run,
-// so the second run is compared with the first within the attention tolerance, not bit for bit
+// left as the first run left it for the second. What the first run leaves there (D; the atomic-dq
+// variant's fp32 sums of dq, which each backward must set to 0 itself) must not change the second,
+// and both must match the CPU. An op that declares kBitwiseRepeatable (stage 03's: every sum made
+// by one block in one order) must give the same bits twice; one that adds with atomics, in
+// whatever order the blocks run, is compared with its first run within the attention tolerance
 // (docs/03b_flash_attention_tensor_cores.md, "What determinism costs").
 TEST_F(Kernels, AttentionBackwardRepeats) {
     Rng rng(test_seed());
@@ -870,9 +880,14 @@ TEST_F(Kernels, AttentionBackwardRepeats) {
     Vec out, dqkv_expected, term_sizes;
     run.expected(out, &dqkv_expected, &term_sizes);
     run.scratch.fill_with_nan();
-    const Vec first = as_floats(run.backward(ctx)), second = as_floats(run.backward(ctx));
-    expect_dqkv_close("Attention::backward, second run against the first", second, first, term_sizes, s);
-    expect_dqkv_close("Attention::backward, second run", second, dqkv_expected, term_sizes, s);
+    const std::vector<Act> first = run.backward(ctx), second = run.backward(ctx);
+    if constexpr (BitwiseRepeatable<TestStage::Attention>::value) {
+        expect_same_bits(first, second);
+    } else {
+        expect_dqkv_close("Attention::backward, second run against the first", as_floats(second), as_floats(first),
+                          term_sizes, s);
+    }
+    expect_dqkv_close("Attention::backward, second run", as_floats(second), dqkv_expected, term_sizes, s);
 }
 
 // The device memory one attention layer takes, forward and backward, at T and at 4T (GPT-2's
