@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "data/loader.h"
+#include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/params.h"
 #include "train/buffers.h"
@@ -140,6 +141,26 @@ class GPT {
     }
     std::vector<float> optimizer_m() { return unpad_vocab(whole_moment(optimizer_.m()), config_, Vp_); }
     std::vector<float> optimizer_v() { return unpad_vocab(whole_moment(optimizer_.v()), config_, Vp_); }
+
+    // The model's part of a checkpoint after `steps` steps: its config, the fp32 master weights
+    // and AdamW's moments (the trainer adds the run's part, RunState: train/loop.h). --resume puts
+    // them back into a fresh model with resume_from(). Nothing else a step reads carries over from
+    // the step before (each step writes its gradients anew; the act_t weights are rounded from the
+    // master weights again), except the algorithm each matmul shape runs, which a new model
+    // chooses again (common/cuda/gemm.cuh).
+    Checkpoint checkpoint(int steps) {
+        Checkpoint c;
+        c.config = config_;
+        c.step = steps;
+        c.params = parameters();
+        c.m = optimizer_m();
+        c.v = optimizer_v();
+        return c;
+    }
+    void resume_from(const Checkpoint& c) {
+        set_parameters(c.params);
+        set_optimizer_state(c.m, c.v);
+    }
 
     // A fingerprint of the weights the passes read: processes that train together must agree on
     // it (the trainer checks that they do, every so often).

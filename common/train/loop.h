@@ -33,6 +33,7 @@
 #include "util/error.h"
 #include "util/file.h"
 #include "util/format.h"
+#include "util/rng.h"
 
 namespace gpt {
 
@@ -107,6 +108,35 @@ inline std::string divergence_hint(const TrainOptions& opt, const std::string& s
     std::snprintf(lr, sizeof(lr), "%g", opt.lr);
     return std::string("the run diverged: try a lower --lr than ") + lr +
            (started_from.empty() ? "" : ", or check the checkpoint it started from, " + started_from);
+}
+
+// The run's part of a checkpoint (the model's is GPT::checkpoint): the settings that shape the run,
+// as numbers (check_resume compares them) and as the options --resume takes up again
+// (resume_options, train/options.h); where the data loader stands; the sampling generator's state.
+inline RunState run_state(const TrainOptions& opt, int micro_batches, int world, const DataLoader& train_data,
+                          const Rng& sample_rng) {
+    RunState r;
+    r.recorded = true;
+    r.batch = opt.batch;
+    r.seq = opt.seq;
+    r.micro_batches = micro_batches;
+    r.world = world;
+    r.steps = opt.steps;
+    r.warmup = opt.warmup;
+    r.lr = opt.lr;
+    r.min_lr_frac = opt.min_lr_frac;
+    r.weight_decay = opt.adamw.weight_decay;
+    r.beta1 = opt.adamw.beta1;
+    r.beta2 = opt.adamw.beta2;
+    r.eps = opt.adamw.eps;
+    r.grad_clip = opt.adamw.grad_clip;
+    r.seed = opt.seed;
+    r.data_tokens = train_data.total_tokens();
+    r.data_shard = train_data.position().shard;
+    r.data_pos = train_data.position().pos;
+    sample_rng.get_state(r.sample_rng);
+    r.options = carried_options(opt);
+    return r;
 }
 
 // The settings a resumed run must share with the run that saved the checkpoint: those that
@@ -466,12 +496,9 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
 
     model_holder = std::make_unique<GPT<S>>(config, opt.batch, opt.seq, micro_batches, &parallel);
     GPT<S>& model = *model_holder;
-    if (!ckpt_path.empty()) {
-        model.set_parameters(start.params);
-        if (!opt.resume.empty()) model.set_optimizer_state(start.m, start.v);
-    } else {
-        model.set_parameters(init_parameters(config, opt.seed));
-    }
+    if (!opt.resume.empty()) model.resume_from(start);
+    else if (!ckpt_path.empty()) model.set_parameters(start.params);
+    else model.set_parameters(init_parameters(config, opt.seed));
     if (world > 1) check_same_weights(model, parallel, 0);
 
     const int log_lines_dropped = log_continues ? log.drop_lines_after(start.step) : 0;
@@ -566,33 +593,8 @@ int train_with(TrainOptions opt, Parallel& parallel, std::unique_ptr<GPT<S>>& mo
     StopRequest stop_request(world == 1);
     // Everything the next step depends on, so that --resume continues exactly (RunState).
     auto save = [&](int steps_taken) {
-        Checkpoint c;
-        c.config = config;
-        c.step = steps_taken;
-        c.params = model.parameters();
-        c.m = model.optimizer_m();
-        c.v = model.optimizer_v();
-        RunState& r = c.run;
-        r.recorded = true;
-        r.batch = opt.batch;
-        r.seq = opt.seq;
-        r.micro_batches = micro_batches;
-        r.world = world;
-        r.steps = opt.steps;
-        r.warmup = opt.warmup;
-        r.lr = opt.lr;
-        r.min_lr_frac = opt.min_lr_frac;
-        r.weight_decay = opt.adamw.weight_decay;
-        r.beta1 = opt.adamw.beta1;
-        r.beta2 = opt.adamw.beta2;
-        r.eps = opt.adamw.eps;
-        r.grad_clip = opt.adamw.grad_clip;
-        r.seed = opt.seed;
-        r.data_tokens = train_data.total_tokens();
-        r.data_shard = train_data.position().shard;
-        r.data_pos = train_data.position().pos;
-        sample_rng.get_state(r.sample_rng);
-        r.options = carried_options(opt);
+        Checkpoint c = model.checkpoint(steps_taken);
+        c.run = run_state(opt, micro_batches, world, train_data, sample_rng);
         if (rank > 0) return;  // it took part in gathering the state; rank 0 writes it
         parallel.hold_if_stopping();  // never a checkpoint of what a collective cut short
         try {

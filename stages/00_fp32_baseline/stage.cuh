@@ -33,6 +33,14 @@ struct Stage00 : CudaBackend {
     static constexpr int kMinComputeCapability = 75;
     static constexpr const char* kGpuReason = "fp32 CUDA cores only";
 
+    // Whether a training step gives the same bits every time it runs on the same weights, moments
+    // and batch: nullptr if it does, else why not (the GPU tests that need the same bits skip the
+    // stage with this reason). Not here: threads add into one sum with atomicAdd in whatever order
+    // the GPU runs them, and floating-point sums round differently in another order.
+    static constexpr const char* kNotBitwiseRepeatable =
+        "the gradients of wte, of the biases and of the LayerNorms are sums of atomicAdds "
+        "(stages/00_fp32_baseline/elementwise.cuh, layernorm.cuh)";
+
     // One kernel (or library call) each.
     using Embedding = stage00::Embedding;
     using LayerNorm = stage00::LayerNorm;

@@ -36,6 +36,10 @@ struct Stage04 : Stage03 {
     static constexpr bool kCaptureStep = true;     // one launch per step
     static constexpr int kLossChunkRows = 8192;   // logits of 8192 rows at a time (common/train/model_graph.h)
     static constexpr bool kTimeMatmuls = true;     // the fastest algorithm of each matmul shape, timed
+    static constexpr const char* kNotBitwiseRepeatable =  // stage 00's reasons, with this stage's kernels
+        "the gradients of wte, of the LayerNorms and (where cuBLASLt's epilogue does not sum them) of the biases are "
+        "sums of atomicAdds (stages/00_fp32_baseline/elementwise.cuh, stages/04_fused_kernels/residual_layernorm.cuh), "
+        "and each model times its matmuls' algorithms anew and may choose others (kTimeMatmuls, common/cuda/gemm.cuh)";
 
     using Matmul = stage04::EpilogueMatmul;  // bias in the matmul, bias gradient beside dweight
     using LayerNorm = stage04::LayerNorm;    // the first block's ln_1: the backward fused as the others'

@@ -10,7 +10,8 @@
 //   Model    the whole trainer: step-0 loss and gradients against the CPU reference, the
 //            loss curve against PyTorch, no device allocation after the warm-up step, updates
 //            that reach the fp32 master weights, gradient accumulation, and the step recorded
-//            as a CUDA Graph (which only works if the step never makes the host wait)
+//            as a CUDA Graph (which only works if the step never makes the host wait); where
+//            the stage's step is repeatable, the same bits from the same seed and after a resume
 //   Policy   the op table names files that exist (runs without a GPU too)
 //
 // Every test runs in the StageGpuTest fixture, which skips it on a machine without a GPU or with
@@ -58,7 +59,9 @@
 #include "testing/tolerance.h"
 #include "train/eval_hellaswag.h"
 #include "train/gpt.h"
+#include "train/loop.h"
 #include "train/memory.h"
+#include "train/options.h"
 #include "train/policy.h"
 #include "util/rng.h"
 
@@ -2565,6 +2568,242 @@ struct SeveralRanks<void> {
 TEST_F(Model, SeveralRanksTrainAsOne) {
     SCOPED_TRACE(model_trace());
     SeveralRanks<typename ThreadRanksOf<TestStage>::type>::train_as_one();
+}
+
+// ---- the same bits ------------------------------------------------------------------------------
+
+// Two runs of a stage from the same seed on the same batches must give the same bits, and so must
+// a run stopped, saved and resumed and the run straight through: between them a difference is a
+// bug (memory read before it was written, a race, state a checkpoint leaves out), not rounding.
+// Only a stage whose step is repeatable can promise that; one whose policy says why its step is not
+// (kNotBitwiseRepeatable: sums of atomicAdds, algorithms chosen by timing) skips these tests with
+// that reason. One process: NCCL's sums over several (stage 06) are not tested here.
+namespace {
+
+constexpr const char* kNotRepeatable = TestStage::kNotBitwiseRepeatable;
+
+// What a run leaves that the next step would read, and what each step reported.
+struct RunBits {
+    std::vector<float> losses, grad_norms;  // of each step
+    Vec params, m, v;                       // fp32 master weights and AdamW's moments, file layout
+    uint64_t act_weights = 0;               // a fingerprint of the act_t weights the passes read
+};
+
+// A float with every digit it needs, and its bits.
+std::string bits_text(float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, sizeof(u));
+    char buf[48];
+    std::snprintf(buf, sizeof(buf), "%.9g (0x%08x)", x, u);
+    return buf;
+}
+
+// Where two arrays of the file layout differ in any bit (memcmp: a NaN equals only the same NaN,
+// -0 is not 0): for each tensor that does, how many of its elements and the first of them; ""
+// where every bit is the same.
+std::string bit_differences(const gpt::ParamLayout& layout, const Vec& a, const Vec& b) {
+    if (a.size() != layout.total() || b.size() != layout.total())
+        return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size()) + ", not " +
+               std::to_string(layout.total());
+    if (std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0) return "";
+    std::string out;
+    for (int t = 0; t < gpt::kNumParamTensors; ++t) {
+        const size_t begin = layout.offset[t], end = begin + layout.size[t];
+        size_t differ = 0, first = 0;
+        for (size_t i = begin; i < end; ++i)
+            if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0 && differ++ == 0) first = i;
+        if (differ > 0)
+            out += "\n  " + std::string(gpt::ParamLayout::name(t)) + ": " + std::to_string(differ) + " of " +
+                   std::to_string(layout.size[t]) + " elements differ, the first " + std::to_string(first - begin) +
+                   ": " + bits_text(a[first]) + " vs " + bits_text(b[first]);
+    }
+    return out;
+}
+
+// Every step's loss and gradient norm, the weights, the moments and the act_t weights of `b`
+// against those of `a`, bit for bit.
+void expect_same_run_bits(const RunBits& a, const RunBits& b, const gpt::ParamLayout& layout) {
+    ASSERT_EQ(a.losses.size(), b.losses.size());
+    ASSERT_EQ(a.grad_norms.size(), b.grad_norms.size());
+    auto same = [](float x, float y) { return std::memcmp(&x, &y, sizeof(float)) == 0; };
+    for (size_t i = 0; i < a.losses.size(); ++i) {
+        EXPECT_TRUE(same(a.losses[i], b.losses[i]))
+            << "loss of step " << i + 1 << ": " << bits_text(a.losses[i]) << " vs " << bits_text(b.losses[i]);
+        EXPECT_TRUE(same(a.grad_norms[i], b.grad_norms[i]))
+            << "gradient norm of step " << i + 1 << ": " << bits_text(a.grad_norms[i]) << " vs "
+            << bits_text(b.grad_norms[i]);
+    }
+    auto expect_same_array = [&](const char* what, const Vec& x, const Vec& y) {
+        const std::string differences = bit_differences(layout, x, y);
+        EXPECT_TRUE(differences.empty()) << what << " differ:" << differences;
+    };
+    expect_same_array("fp32 master weights", a.params, b.params);
+    expect_same_array("AdamW's m", a.m, b.m);
+    expect_same_array("AdamW's v", a.v, b.v);
+    EXPECT_EQ(a.act_weights, b.act_weights) << "fingerprints of the act_t weights the passes read";
+}
+
+// A run of these tests, made as the trainer makes it (train/loop.h, train_with) from its options:
+// the micro model from gpt_init's initialisation with the test's seed, B x T = 4 x 32, kSteps steps
+// of a schedule with warmup and cosine decay, weight decay and gradient clipping on, each step on
+// the next batch the data loader reads from a shard of random tokens in the test's scratch folder.
+class BitsRun {
+  public:
+    static constexpr int kSteps = 5;
+
+    // The options of a run; the shard they name is written here.
+    static gpt::TrainOptions new_options() {
+        gpt::TrainOptions o = gpt::default_options(true);
+        o.model = "micro";
+        o.data_dir = gpt::test::scratch_dir(std::string("stage_") + TestStage::name);
+        o.batch = 4;
+        o.seq = 32;
+        o.steps = kSteps;
+        o.warmup = 2;
+        o.lr = 1e-3f;
+        o.seed = test_seed();
+        Rng rng(test_seed());
+        // A window for every step and the one token after the last: the loader never starts over.
+        gpt::write_shard(o.data_dir + "/bits_train_000000.bin",
+                         random_tokens(rng, size_t(kSteps) * o.batch * o.seq + 1,
+                                       gpt::config_by_name(o.model).vocab_size));
+        return o;
+    }
+
+    // A model and a data loader for the run of `options` from its start, or, with a checkpoint,
+    // from where that stopped.
+    explicit BitsRun(const gpt::TrainOptions& options, const gpt::Checkpoint* start = nullptr)
+        : o_(options), config_(start ? start->config : gpt::config_by_name(o_.model)),
+          model_(std::make_unique<gpt::GPT<TestStage>>(config_, o_.batch, o_.seq)),
+          data_(gpt::find_shards(o_.data_dir, "train"), o_.batch, o_.seq, 0, 1, config_.vocab_size),
+          step_(start ? start->step : 0) {
+        if (start) {
+            model_->resume_from(*start);
+            data_.seek({start->run.data_shard, start->run.data_pos});
+        } else {
+            model_->set_parameters(gpt::init_parameters(config_, o_.seed));
+        }
+    }
+
+    // The run's next step, as the trainer's loop takes it; its loss and gradient norm go to `bits`.
+    void step(RunBits& bits) {
+        const float lr = gpt::learning_rate(step_, o_.steps, o_.warmup, o_.lr, o_.min_lr_frac);
+        const float loss_scale = static_cast<float>(1.0 / (double(o_.batch) * o_.seq));
+        const gpt::StepResult r = model_->train_step({data_.next()}, o_.batch, o_.seq, loss_scale, o_.adamw, lr,
+                                                     step_ + 1);
+        sync_and_check("training step " + std::to_string(step_ + 1));
+        ++step_;
+        // The trainer stops at a loss or norm that is not finite; two runs equally NaN agree.
+        EXPECT_TRUE(std::isfinite(r.loss) && std::isfinite(r.grad_norm))
+            << "step " << step_ << ": loss " << r.loss << ", gradient norm " << r.grad_norm;
+        bits.losses.push_back(r.loss);
+        bits.grad_norms.push_back(r.grad_norm);
+    }
+    void steps_until(int last, RunBits& bits) {
+        while (step_ < last) step(bits);
+    }
+
+    // The first step's loss in `bits` against the CPU reference's for the run of `options`, so that
+    // two runs equally wrong cannot agree their way to a pass.
+    static void expect_first_loss_as_the_cpus(const gpt::TrainOptions& options, const RunBits& bits) {
+        ASSERT_FALSE(bits.losses.empty());
+        const gpt::GPTConfig config = gpt::config_by_name(options.model);
+        gpt::DataLoader data(gpt::find_shards(options.data_dir, "train"), options.batch, options.seq, 0, 1,
+                             config.vocab_size);
+        const gpt::Batch first = data.next();
+        gpt::GPT<gpt::CpuReference> cpu(config, options.batch, options.seq);
+        cpu.set_parameters(gpt::init_parameters(config, options.seed));
+        cpu.forward(first.inputs.data(), first.targets.data(), options.batch, options.seq);
+        cpu.evaluate();
+        EXPECT_TRUE(gpt::test::curves_close("first loss vs the CPU reference", {bits.losses[0]}, {cpu.sync().loss},
+                                            gpt::test::model_rel_l2(kPrecision)));
+    }
+
+    // What the trainer saves after the steps so far (the sampling generator as it starts: these
+    // runs sample nothing).
+    gpt::Checkpoint checkpoint() {
+        gpt::Checkpoint c = model_->checkpoint(step_);
+        c.run = gpt::run_state(o_, 1, 1, data_, Rng(o_.seed + 1));
+        return c;
+    }
+    // After the last step: the weights, moments and act_t weights into `bits`.
+    void finish(RunBits& bits) {
+        bits.params = model_->parameters();
+        bits.m = model_->optimizer_m();
+        bits.v = model_->optimizer_v();
+        bits.act_weights = model_->weights_fingerprint();
+    }
+    gpt::ParamLayout layout() const { return gpt::ParamLayout(config_); }
+
+  private:
+    gpt::TrainOptions o_;
+    gpt::GPTConfig config_;
+    std::unique_ptr<gpt::GPT<TestStage>> model_;
+    gpt::DataLoader data_;
+    int step_;  // steps taken
+};
+
+}  // namespace
+
+// Two models from the same seed, alive side by side, their steps taken in turn on the same
+// batches: every step's loss and gradient norm, and after the last the fp32 master weights,
+// AdamW's moments and the act_t weights, the same bits (and the first loss the CPU reference's,
+// within the model tolerance).
+TEST_F(Model, SameSeedSameBits) {
+    if (kNotRepeatable != nullptr) GTEST_SKIP() << kDoesNotApply << kNotRepeatable;
+    SCOPED_TRACE(model_trace());
+    const gpt::TrainOptions options = BitsRun::new_options();
+    BitsRun first(options), second(options);
+    RunBits a, b;
+    for (int step = 0; step < BitsRun::kSteps; ++step) {
+        first.step(a);
+        second.step(b);
+    }
+    first.finish(a);
+    second.finish(b);
+    BitsRun::expect_first_loss_as_the_cpus(options, a);
+    expect_same_run_bits(a, b, first.layout());
+}
+
+// A run of 5 steps straight, and the same run stopped after step 2 and resumed as `--resume PATH`
+// does it (train/main.inl, train/loop.h): the checkpoint written with the model's part
+// (GPT::checkpoint: weights, moments, steps taken) and the run's (run_state: its options, the
+// data loader's position); read back, the run's options taken up from it (resume_options) and
+// checked (check_resume), the weights and moments put into a fresh model (GPT::resume_from), the
+// loader moved to the saved position, the schedule and AdamW's step count continued from the
+// saved step. That is all a step reads (GPT::checkpoint says why), so every loss and gradient norm
+// and the final state must be the same bits. The fresh model warms up again in step 3 and, where
+// the stage records its step, records it in step 4, while the straight run replays its recording:
+// recorded and queued steps must agree too.
+TEST_F(Model, ResumedRunMatchesUninterrupted) {
+    if (kNotRepeatable != nullptr) GTEST_SKIP() << kDoesNotApply << kNotRepeatable;
+    SCOPED_TRACE(model_trace());
+    constexpr int kStopAfter = 2;
+    const gpt::TrainOptions options = BitsRun::new_options();
+    RunBits straight, resumed;
+    {
+        BitsRun run(options);
+        run.steps_until(BitsRun::kSteps, straight);
+        run.finish(straight);
+    }
+    std::string path = options.data_dir + "/run.ckpt";
+    {
+        BitsRun run(options);
+        run.steps_until(kStopAfter, resumed);
+        gpt::save_checkpoint(path, run.checkpoint());
+    }
+    char program[] = "test_stage", resume[] = "--resume";
+    char* argv[] = {program, resume, path.data(), nullptr};
+    const gpt::TrainOptions again =
+        gpt::resume_options(3, argv, gpt::default_options(true), gpt::load_checkpoint_header(path).run);
+    const gpt::Checkpoint start = gpt::load_checkpoint(again.resume);
+    ASSERT_EQ(start.step, kStopAfter);
+    gpt::check_resume(again, start, 1, 1);
+    BitsRun run(again, &start);
+    run.steps_until(again.steps, resumed);
+    run.finish(resumed);
+    BitsRun::expect_first_loss_as_the_cpus(options, straight);
+    expect_same_run_bits(straight, resumed, run.layout());
 }
 
 // ---- the policy ---------------------------------------------------------------------------------
