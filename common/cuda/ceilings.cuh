@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -121,20 +122,39 @@ std::vector<float> time_runs(cudaStream_t stream, int warmup, int iters, Op&& op
     return time_runs(stream, warmup, iters, op, [] {});
 }
 
+// Runs op() untimed at least `runs` times and for at least `ms` milliseconds (host clock, the GPU
+// waited for). A GPU that was idle or throttled takes tens to hundreds of milliseconds to reach
+// its working clock; a fixed handful of runs did not cover that (on an H200 the same GEMM ceiling
+// measured 687 to 831 TFLOP/s after 5 runs).
+template <class Op>
+void warm_up(cudaStream_t stream, int runs, double ms, Op&& op) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0;; ++i) {
+        if (i >= runs) {
+            CUDA_CHECK(cudaStreamSynchronize(stream));
+            if (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() >= ms)
+                return;
+        }
+        op();
+    }
+}
+
 // ---- the two ceilings ------------------------------------------------------------------------
 
 // What both programs measure by default (bench_ceilings can change the sizes and counts).
 constexpr size_t kCopyMiB = 2048;  // 2 GiB: far larger than any L2 cache, so the copy goes to DRAM
 constexpr int kGemmSize = 8192;    // M = N = K: large enough to keep every SM busy for about a millisecond
 constexpr int kCeilingIters = 20;  // timed runs; the median is reported
-constexpr int kCeilingWarmup = 5;  // untimed runs first
+constexpr int kCeilingWarmup = 5;  // untimed runs first, at least,
+constexpr double kCeilingWarmupMs = 500;  // and for at least this long (warm_up)
 
 struct CopyCeiling {
     size_t bytes = 0;  // copied per run (less than asked for when the GPU has too little free memory)
     double ms = 0, gb_per_s = 0;
 };
 
-inline CopyCeiling measure_copy(size_t bytes, int warmup, int iters, cudaStream_t stream) {
+inline CopyCeiling measure_copy(size_t bytes, int warmup, int iters, cudaStream_t stream,
+                                double warmup_ms = kCeilingWarmupMs) {
     CopyCeiling r;
     r.bytes = bytes;
     // Two buffers of that size must fit; leave a margin for the CUDA context and cuBLAS.
@@ -147,9 +167,11 @@ inline CopyCeiling measure_copy(size_t bytes, int warmup, int iters, cudaStream_
     fill_random(src.data(), n, 1u, stream);
     fill_random(dst.data(), n, 2u, stream);  // different contents, so the check below means something
 
-    r.ms = median(time_runs(stream, warmup, iters, [&] {
+    const auto copy = [&] {
         CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), r.bytes, cudaMemcpyDeviceToDevice, stream));
-    }));
+    };
+    warm_up(stream, warmup, warmup_ms, copy);
+    r.ms = median(time_runs(stream, 0, iters, copy));
     // A copy reads every byte once and writes it once: 2 x bytes cross the memory bus. This is
     // the convention of CUDA's bandwidthTest and of the kernels' own accounting (bytes read +
     // bytes written), so a kernel's achieved bandwidth can be compared with it directly.
@@ -172,7 +194,8 @@ struct GemmCeiling {
     double ms = 0, tflops = 0;
 };
 
-inline GemmCeiling measure_gemm(int size, int warmup, int iters, cudaStream_t stream) {
+inline GemmCeiling measure_gemm(int size, int warmup, int iters, cudaStream_t stream,
+                                double warmup_ms = kCeilingWarmupMs) {
     GemmCeiling r;
     r.m = r.n = r.k = size;
     const int M = r.m, N = r.n, K = r.k;
@@ -184,9 +207,12 @@ inline GemmCeiling measure_gemm(int size, int warmup, int iters, cudaStream_t st
     fill_random(C.data(), C.size(), 5u, stream);  // poison: the result must overwrite it
     cuda::GemmContext gemm;
     gemm.time_candidates(true);  // the ceiling: the fastest algorithm cuBLASLt has for the shape
-    r.ms = median(time_runs(stream, warmup, iters, [&] {
+    const auto product = [&] {
         gemm.gemm(stream, CUBLAS_COMPUTE_32F, false, true, M, N, K, 1.0f, A.data(), K, B.data(), K, 0.0f, C.data(), N);
-    }));
+    };
+    product();  // the algorithm search (time_candidates) happens here, before the warm-up's clock starts
+    warm_up(stream, warmup, warmup_ms, product);
+    r.ms = median(time_runs(stream, 0, iters, product));
     r.tflops = 2.0 * M * double(N) * K / (r.ms / 1e3) / 1e12;  // one multiply and one add per term
 
     // The numbers are real: check a few results against a dot product on the host.
@@ -215,14 +241,17 @@ inline GemmCeiling measure_gemm(int size, int warmup, int iters, cudaStream_t st
 inline std::string describe(const CopyCeiling& c, int iters) {
     char line[256];
     std::snprintf(line, sizeof(line),
-                  "%.2f GiB device-to-device copy: %.3f ms (median of %d) = %.0f GB/s read + written",
-                  c.bytes / 1073741824.0, c.ms, iters, c.gb_per_s);
+                  "%.2f GiB device-to-device copy: %.3f ms (median of %d, after a %.1f s warm-up) = %.0f GB/s "
+                  "read + written",
+                  c.bytes / 1073741824.0, c.ms, iters, kCeilingWarmupMs / 1e3, c.gb_per_s);
     return line;
 }
 inline std::string describe(const GemmCeiling& g, int iters) {
     char line[256];
-    std::snprintf(line, sizeof(line), "bf16 %dx%dx%d GEMM, fp32 accumulation: %.3f ms (median of %d) = %.1f TFLOP/s",
-                  g.m, g.n, g.k, g.ms, iters, g.tflops);
+    std::snprintf(line, sizeof(line),
+                  "bf16 %dx%dx%d GEMM, fp32 accumulation: %.3f ms (median of %d, after a %.1f s warm-up) = "
+                  "%.1f TFLOP/s",
+                  g.m, g.n, g.k, g.ms, iters, kCeilingWarmupMs / 1e3, g.tflops);
     return line;
 }
 

@@ -6,9 +6,10 @@
 //   matmul     a large dense bf16 GEMM through cuBLASLt with fp32 accumulation. No matmul, and
 //              so no training step built from matmuls, can beat this FLOP rate.
 //
-// How both are measured (warm-up, CUDA events, medians, random non-zero inputs, a check of the
-// result) is in measure.cuh, which the kernel benchmark of every stage (bench_stageNN) shares, so
-// that it measures the same ceilings in its own run.
+// How both are measured (a warm-up of at least 0.5 s, CUDA events, medians, random non-zero
+// inputs, a check of the result; the SM clock read right after each) is in measure.cuh, which the
+// kernel benchmark of every stage (bench_stageNN) shares, so that it measures the same ceilings
+// in its own run.
 //
 // usage: bench_ceilings [--json PATH] [--copy-mib N] [--gemm N] [--iters N] [--warmup N]
 // exit status: 0 measured, 1 a CUDA error or a failed check, 2 a bad option, 3 no usable GPU
@@ -43,7 +44,7 @@ const char* kUsage =
     "  --copy-mib N   bytes copied per run, in MiB [2048]\n"
     "  --gemm N       GEMM size M = N = K [8192]\n"
     "  --iters N      timed runs, at least 10; the median is reported [20]\n"
-    "  --warmup N     untimed runs before timing [5]\n"
+    "  --warmup N     untimed runs before timing, at least; and at least 0.5 s of them [5]\n"
     "  --help         this text\n\n"
     "Exit status: 0 measured, 1 a CUDA error or a failed check, 2 a bad option, 3 no usable GPU.\n";
 
@@ -80,18 +81,23 @@ int main(int argc, char** argv) {
 
         cudaStream_t stream;
         CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        const auto clocks = bench::clock_reader();  // before: NVML takes a moment to start
         const bench::CopyCeiling copy = bench::measure_copy(o.copy_mib << 20, o.warmup, o.iters, stream);
         if (copy.bytes < (o.copy_mib << 20))
             std::printf("note          not enough free device memory for %zu MiB: copied %.2f GiB instead\n",
                         o.copy_mib, copy.bytes / 1073741824.0);
+        const gpt::GpuClock copy_clock = clocks->read();
         std::printf("bandwidth     %s\n", bench::describe(copy, o.iters).c_str());
+        std::printf("  clock       %s\n", bench::describe(copy_clock, *clocks).c_str());
         std::fflush(stdout);
         const bench::GemmCeiling gemm = bench::measure_gemm(o.gemm, o.warmup, o.iters, stream);
+        const gpt::GpuClock gemm_clock = clocks->read();
         char of_peak[64] = "";
         if (peak > 0)
             std::snprintf(of_peak, sizeof(of_peak), " (%.0f%% of the %.0f TFLOP/s data-sheet peak)",
                           100.0 * gemm.tflops * 1e12 / peak, peak / 1e12);
         std::printf("matmul        %s%s\n", bench::describe(gemm, o.iters).c_str(), of_peak);
+        std::printf("  clock       %s\n", bench::describe(gemm_clock, *clocks).c_str());
         CUDA_CHECK(cudaStreamDestroy(stream));
 
         if (!o.json.empty()) {
@@ -100,7 +106,10 @@ int main(int argc, char** argv) {
                 ",\n  \"device\": " + gpt::Logger::json_string(gpt::cuda::device_description()) +
                 ",\n  \"datasheet_bf16_tflops\": " + (peak > 0 ? bench::json_number(peak / 1e12) : "null") +
                 ",\n  \"iters\": " + std::to_string(o.iters) + ",\n  \"warmup\": " + std::to_string(o.warmup) +
-                ",\n  \"copy\": " + bench::to_json(copy) + ",\n  \"gemm\": " + bench::to_json(gemm) + "\n}\n";
+                ",\n  \"warmup_ms\": " + bench::json_number(bench::kCeilingWarmupMs) +
+                ",\n  \"copy\": " + bench::to_json(copy) + ",\n  \"gemm\": " + bench::to_json(gemm) +
+                ",\n  \"clock\": {\"copy\": " + bench::to_json(copy_clock) +
+                ", \"gemm\": " + bench::to_json(gemm_clock) + "}\n}\n";
             bench::write_file("--json", o.json, json);
         }
         return bench::kExitOk;

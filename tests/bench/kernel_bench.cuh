@@ -36,6 +36,7 @@
 #include "cuda/device.cuh"
 #include "attention_variants.h"
 #include "matmul_variants.h"
+#include "rounds.h"
 #include "row_variants.h"
 #include "measure.cuh"
 #include "model/config.h"
@@ -53,7 +54,7 @@ struct KernelBenchOptions {
     int seq = 1024;
     int warmup = 3;
     int iters = 20;
-    int rounds = 1;   // the attention rows: interleaved rounds, each row the median of its rounds
+    int rounds = 1;   // interleaved rounds of every op, each row the median of its rounds
     std::string ops;  // a regular expression over "op pass"; empty: every row
     std::string json;  // empty: no JSON file
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
@@ -83,10 +84,10 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "                 FlashAttention-2's design, 16 rows per warp, FlashAttention-2's atomic dq,\n"
            "                 blocks of 128 keys or queries in the backward, the forward without tensor\n"
            "                 cores; tests/bench/attention_variants.cuh) [no]\n"
-           "  --rounds N     time the attention (the stage's, and its variants above) in N rounds, 1 to\n"
-           "                 50: each once a round, in an order rotated by one from round to round so that\n"
-           "                 none always follows the same one; its rows report the median of the rounds\n"
-           "                 (the JSON also each round's) [1]\n"
+           "  --rounds N     time every op (and variant) of a batch size in N rounds, 1 to 50: each once\n"
+           "                 a round, in a different order each round, so that no op is always timed\n"
+           "                 after the same one; each row reports the median of its rounds (the JSON\n"
+           "                 also each round's) [1]\n"
            "  --matmul-variants yes|no\n"
            "                 also time the hand-written kernel of the stage's matmul arithmetic, forward\n"
            "                 only, at the five matmul shapes (stage 01: its TF32 WMMA kernel,\n"
@@ -171,9 +172,11 @@ struct Row {
     double ms_median = std::numeric_limits<double>::quiet_NaN();
     double ms_min = std::numeric_limits<double>::quiet_NaN();
     double ms_max = std::numeric_limits<double>::quiet_NaN();
-    // A row timed in --rounds rounds (the attention's, N > 1): each round's median, of which
+    // A row timed in --rounds N rounds (N > 1): each round's median, of which
     // ms_median is the median; ms_min and ms_max are then over every run of every round.
     std::vector<double> rounds_ms;
+    // The SM clock and throttle reasons during the row's last timed run, one reading per round.
+    std::vector<GpuClock> clocks;
     // Device memory the op kept for itself (its `saved` and `scratch`) beyond its inputs and
     // outputs, when the row was measured: stage 02's attention saves B·NH·T² probabilities,
     // stage 03's a log-sum-exp per row.
@@ -181,6 +184,19 @@ struct Row {
 
     std::string name() const { return op + " " + pass; }  // what --ops matches
     const char* bound() const { return cost.matmul_like() ? "matmul" : "bandwidth"; }
+    // The readings' range, "1980" or "1755-1980" ("-": none), and the reasons met in any of them.
+    std::string clock_mhz() const {
+        unsigned lo = ~0u, hi = 0;
+        for (const GpuClock& c : clocks)
+            if (c.read) lo = std::min(lo, c.sm_mhz), hi = std::max(hi, c.sm_mhz);
+        if (hi == 0) return "-";
+        return lo == hi ? std::to_string(hi) : std::to_string(lo) + "-" + std::to_string(hi);
+    }
+    uint64_t clock_reasons() const {
+        uint64_t reasons = 0;
+        for (const GpuClock& c : clocks) reasons |= c.reasons;
+        return reasons;
+    }
     double gb_per_s() const { return cost.bytes / (ms_median / 1e3) / 1e9; }
     double tflops() const {
         return cost.matmul_like() ? cost.flops / (ms_median / 1e3) / 1e12 : std::numeric_limits<double>::quiet_NaN();
@@ -286,6 +302,7 @@ class KernelBench {
         // them (train/gpt.h, zero_grad). In a stage that times matmul algorithms (kTimeMatmuls),
         // their matmuls are then timed for the choice (common/cuda/gemm.cuh), as in the trainer.
         S::write_weight_gradients(ctx(), true);
+        clocks_ = clock_reader();
         print_banner();
         measure_ceilings();
         flush_ = std::make_unique<L2Flush>(stream());
@@ -386,11 +403,18 @@ class KernelBench {
         bool time(const char* pass, Op&& op, Before&& before_each) {
             Row* row = find(pass);
             if (!row) return false;
+            const int runs = bench_.options_.warmup + bench_.options_.iters;
+            int run = 0;
+            GpuClock clock;
             const std::vector<float> ms =
                 time_runs(bench_.stream(), bench_.options_.warmup, bench_.options_.iters, op, [&] {
                     before_each();
                     (*bench_.flush_)();
+                    // Read once the last run's flush is queued, so the GPU is busy: read after
+                    // the run, NVML would already see it idle.
+                    if (++run == runs) clock = bench_.clocks_->read();
                 });
+            row->clocks = {clock};
             row->ms_median = median(ms);
             row->ms_min = *std::min_element(ms.begin(), ms.end());
             row->ms_max = *std::max_element(ms.begin(), ms.end());
@@ -462,27 +486,28 @@ class KernelBench {
         const int C = C_;
         for (int B : options_.batches) {
             const size_t rows_before = rows_.size();
-            embedding(B);
-            layernorm(B);
-            // The model's five matmuls: C -> 3C, C -> C, C -> 4C, 4C -> C, and the tied LM head.
-            matmul(B, "qkv", C, 3 * C, true);
-            matmul(B, "attn_proj", C, C, true);
-            matmul(B, "fc", C, 4 * C, true);
-            matmul(B, "fc_proj", 4 * C, C, true);
-            matmul(B, "lm_head", C, Vp_, false);
-            if (options_.matmul_variants) hand_written_matmuls(B);
-            attention(B);
-            gelu(B);
-            residual(B);
-            classifier(B);
-            matmul_bias_gelu(B);
-            matmul_backward_gelu(B);
-            residual_layernorm(B);
-            classifier_with_grad(B);
-            if constexpr (S::kVocabMultiple > 1) lm_head_paddings(B);
+            // One entry per op (per variant, for the attention), each timed in --rounds rounds.
+            std::vector<std::function<void()>> ops{
+                [this, B] { embedding(B); },
+                [this, B] { layernorm(B); },
+                // The model's five matmuls: C -> 3C, C -> C, C -> 4C, 4C -> C, and the tied LM head.
+                [this, B, C] { matmul(B, "qkv", C, 3 * C, true); },
+                [this, B, C] { matmul(B, "attn_proj", C, C, true); },
+                [this, B, C] { matmul(B, "fc", C, 4 * C, true); },
+                [this, B, C] { matmul(B, "fc_proj", 4 * C, C, true); },
+                [this, B, C] { matmul(B, "lm_head", C, Vp_, false); },
+            };
+            if (options_.matmul_variants) ops.push_back([this, B] { hand_written_matmuls(B); });
+            attention(B, ops);
+            for (auto op : {&KernelBench::gelu, &KernelBench::residual, &KernelBench::classifier,
+                            &KernelBench::matmul_bias_gelu, &KernelBench::matmul_backward_gelu,
+                            &KernelBench::residual_layernorm, &KernelBench::classifier_with_grad})
+                ops.push_back([this, B, op] { (this->*op)(B); });
+            if constexpr (S::kVocabMultiple > 1) lm_head_paddings(B, ops);
+            in_rounds(ops, "B=" + std::to_string(B));
             if (rows_.size() > rows_before) std::printf("\n");  // a blank line after each batch size
         }
-        optimizer();
+        in_rounds({[this] { optimizer(); }}, "the optimizer");
     }
 
     OpSizes sizes(int B) const { return op_sizes(config_, Vp_, B, options_.seq, sizeof(act_t)); }
@@ -596,62 +621,76 @@ class KernelBench {
     }
 
     // Stage 05's question: the LM head's matmuls at the vocabulary as it is (50257) and padded to
-    // multiples of 64 or 128 (50304), 256 and 1024, with the stage's own Matmul. A width is measured
-    // once however many multiples give it.
-    void lm_head_paddings(int B) {
+    // multiples of 8 (50264: rows of 16 bytes in bf16, the alignment cuBLASLt asks for), 16 or 32
+    // (50272), 64 or 128 (50304), 256 and 1024, with the stage's own Matmul: how much of padding's
+    // gain is alignment alone, and how much the tile multiples. A width is measured once however
+    // many multiples give it; an entry each.
+    void lm_head_paddings(int B, std::vector<std::function<void()>>& ops) {
         std::vector<int> widths;
-        for (const int multiple : {1, 64, 128, 256, 1024}) {
+        for (const int multiple : {1, 8, 16, 32, 64, 128, 256, 1024}) {
             const int width = config_.padded_vocab(multiple);
             if (std::find(widths.begin(), widths.end(), width) == widths.end()) widths.push_back(width);
         }
-        for (const int width : widths) matmul(B, ("lm_head at " + std::to_string(width)).c_str(), C_, width, false);
+        for (const int width : widths)
+            ops.push_back([this, B, width] {
+                matmul(B, ("lm_head at " + std::to_string(width)).c_str(), C_, width, false);
+            });
     }
 
-    // The stage's attention, then each variant, in --rounds interleaved rounds.
-    void attention(int B) {
-        std::vector<std::function<void()>> entries{[this, B] { attention_op<typename O::Attention>(B, ""); }};
+    // The stage's attention, then each variant: an entry each, so that the rounds interleave them.
+    void attention(int B, std::vector<std::function<void()>>& ops) {
+        ops.push_back([this, B] { attention_op<typename O::Attention>(B, ""); });
         if (options_.attention_variants)
             std::apply(
                 [&](auto... variant) {
-                    (entries.push_back([this, B, variant] { attention_op<decltype(variant)>(B, variant.label); }),
-                     ...);
+                    (ops.push_back([this, B, variant] { attention_op<decltype(variant)>(B, variant.label); }), ...);
                 },
                 typename AttentionVariants<typename O::Attention>::type{});
-        in_rounds(entries);
     }
 
     // Runs each entry (a function that makes its Case and times its passes) once in each of
-    // --rounds rounds, round r starting with entry r (mod n) so that no entry always follows the
-    // same one (on an H200 a kernel timed 0.14 or 0.19 ms depending on what ran before it). The
-    // rows are held until the last round, then reported once each, in the entries' order, with
-    // the median of their rounds (merge_rounds).
-    void in_rounds(const std::vector<std::function<void()>>& entries) {
+    // --rounds rounds, each round in its own order (rounds.h). The rows are held until the last
+    // round, then reported once each, in the entries' order, with the median of their rounds
+    // (merge_rounds).
+    void in_rounds(const std::vector<std::function<void()>>& entries, const std::string& what) {
         if (options_.rounds == 1 || planning_) {
             for (const auto& entry : entries) entry();
             return;
         }
+        const size_t n = entries.size();
+        std::vector<std::vector<Row>> held(n);  // each entry's rows, round after round
+        std::printf("rounds of %s:", what.c_str());
         holding_ = true;
-        for (size_t r = 0; r < size_t(options_.rounds); ++r)
-            for (size_t i = 0; i < entries.size(); ++i) entries[(r + i) % entries.size()]();
-        holding_ = false;
-        std::vector<Row> held;
-        held.swap(held_);
-        for (size_t i = 0; i < held.size(); ++i) {
-            const auto same = [&](const Row& r) { return r.name() == held[i].name(); };
-            if (std::any_of(held.begin(), held.begin() + i, same)) continue;  // reported with its first round
-            std::vector<Row> rounds;
-            std::copy_if(held.begin() + i, held.end(), std::back_inserter(rounds), same);
-            report(merge_rounds(rounds));
+        for (size_t r = 0; r < size_t(options_.rounds); ++r) {
+            for (const size_t i : round_order(r, n)) {
+                entries[i]();
+                held[i].insert(held[i].end(), held_.begin(), held_.end());
+                held_.clear();
+            }
+            std::printf(" %zu", r + 1);  // progress: the table comes after the last round
+            std::fflush(stdout);
         }
+        holding_ = false;
+        std::printf("\n");
+        for (const std::vector<Row>& rows : held)
+            for (size_t i = 0; i < rows.size(); ++i) {
+                const auto same = [&](const Row& r) { return r.name() == rows[i].name(); };
+                if (std::any_of(rows.begin(), rows.begin() + i, same)) continue;  // reported with its first round
+                std::vector<Row> rounds;
+                std::copy_if(rows.begin() + i, rows.end(), std::back_inserter(rounds), same);
+                report(merge_rounds(rounds));
+            }
     }
 
     // One row from its rounds: the median of the rounds' medians, the fastest and the slowest run
     // of them all. A round that was not measured (skipped, failed) makes the row what it was.
     static Row merge_rounds(const std::vector<Row>& rounds) {
         Row row = rounds.front();
+        row.clocks.clear();
         for (const Row& r : rounds) {
             if (r.status != "ok") return r;
             row.rounds_ms.push_back(r.ms_median);
+            row.clocks.insert(row.clocks.end(), r.clocks.begin(), r.clocks.end());
             row.ms_min = std::min(row.ms_min, r.ms_min);
             row.ms_max = std::max(row.ms_max, r.ms_max);
         }
@@ -899,9 +938,14 @@ class KernelBench {
                     "each run\n",
                     options_.iters, options_.warmup);
         if (options_.rounds > 1)
-            std::printf("rounds        the Attention rows: %d interleaved rounds, each row the median of its rounds' "
-                        "medians\n",
+            std::printf("rounds        %d interleaved rounds of every op, in a different order each round; each row "
+                        "the median of its rounds' medians\n",
                         options_.rounds);
+        if (clocks_->available())
+            std::printf("clock         SM clock and throttle reasons (NVML) during each row's last timed run (SM MHz: "
+                        "the range over its rounds)\n");
+        else
+            std::printf("clock         not read: %s\n", clocks_->why_unavailable().c_str());
         std::printf("FLOPs         of the matrix products, 2 per multiply-add; attention's over the causal half "
                     "(forward 4*B*NH*T^2*HS/2, backward 2.5x that, as FlashAttention counts)\n");
         if (!options_.ops.empty()) std::printf("rows          those matching '%s'\n", options_.ops.c_str());
@@ -911,17 +955,23 @@ class KernelBench {
 
     void measure_ceilings() {
         copy_ = measure_copy(kCopyMiB << 20, kCeilingWarmup, kCeilingIters, stream());
+        copy_clock_ = clocks_->read();
         std::printf("bandwidth     %s\n", describe(copy_, kCeilingIters).c_str());
+        if (copy_clock_.read) std::printf("  clock       %s\n", describe(copy_clock_, *clocks_).c_str());
         std::fflush(stdout);
         gemm_ = measure_gemm(kGemmSize, kCeilingWarmup, kCeilingIters, stream());
-        std::printf("matmul        %s\n\n", describe(gemm_, kCeilingIters).c_str());
+        gemm_clock_ = clocks_->read();
+        std::printf("matmul        %s\n", describe(gemm_, kCeilingIters).c_str());
+        if (gemm_clock_.read) std::printf("  clock       %s\n", describe(gemm_clock_, *clocks_).c_str());
+        std::printf("\n");
         std::fflush(stdout);
     }
 
-    static constexpr const char* kRowFormat = "%-18s %-16s %3s  %-24s %9s %8s %8s  %-9s %10s%s\n";
+    static constexpr const char* kRowFormat = "%-18s %-16s %3s  %-24s %9s %8s %8s  %-9s %10s %9s%s\n";
 
     void print_header() const {
-        std::printf(kRowFormat, "op", "pass", "B", "shape", "ms", "GB/s", "TFLOP/s", "bound", "of ceiling", "");
+        std::printf(kRowFormat, "op", "pass", "B", "shape", "ms", "GB/s", "TFLOP/s", "bound", "of ceiling", "SM MHz",
+                    "");
         std::fflush(stdout);
     }
 
@@ -940,13 +990,17 @@ class KernelBench {
             if (row.cost.matmul_like()) std::snprintf(tflops, sizeof(tflops), "%.1f", row.tflops());
             else std::snprintf(tflops, sizeof(tflops), "-");
             std::snprintf(fraction, sizeof(fraction), "%.1f%%", 100.0 * row.ceiling_fraction(copy_, gemm_));
-            char rounds[96] = "";
-            if (!row.rounds_ms.empty())
+            std::string notes;  // after the columns: the rounds' range, the throttle reasons met
+            if (!row.rounds_ms.empty()) {
+                char rounds[96];
                 std::snprintf(rounds, sizeof(rounds), "  median of %zu interleaved rounds, %.4f-%.4f",
                               row.rounds_ms.size(), *std::min_element(row.rounds_ms.begin(), row.rounds_ms.end()),
                               *std::max_element(row.rounds_ms.begin(), row.rounds_ms.end()));
+                notes += rounds;
+            }
+            if (row.clock_reasons()) notes += "  throttled: " + clock_reason_names(row.clock_reasons());
             std::printf(kRowFormat, row.op.c_str(), row.pass.c_str(), batch.c_str(), row.shape.c_str(), ms, gbs,
-                        tflops, row.bound(), fraction, rounds);
+                        tflops, row.bound(), fraction, row.clock_mhz().c_str(), notes.c_str());
         } else {
             std::printf("%-18s %-16s %3s  %-24s %s: %s\n", row.op.c_str(), row.pass.c_str(), batch.c_str(),
                         row.shape.c_str(), row.status.c_str(), row.reason.c_str());
@@ -1031,6 +1085,25 @@ class KernelBench {
         return j + (first ? "]" : "\n  ]");
     }
 
+    // A row's readings: null if none was made; else their range, the reasons met, each reading.
+    static std::string clock_json(const Row& r) {
+        std::string readings;
+        unsigned lo = ~0u, hi = 0;
+        for (const GpuClock& c : r.clocks) {
+            if (!c.read) continue;
+            lo = std::min(lo, c.sm_mhz);
+            hi = std::max(hi, c.sm_mhz);
+            readings += (readings.empty() ? "" : ", ") + bench::to_json(c);
+        }
+        if (readings.empty()) return "null";
+        char mask[32];
+        std::snprintf(mask, sizeof(mask), "\"0x%llx\"", static_cast<unsigned long long>(r.clock_reasons()));
+        return "{\"sm_mhz_min\": " + std::to_string(lo) + ", \"sm_mhz_max\": " + std::to_string(hi) +
+               ", \"throttle_reasons\": " + mask +
+               ", \"throttle\": " + Logger::json_string(clock_reason_names(r.clock_reasons())) +
+               ", \"readings\": [" + readings + "]}";
+    }
+
     std::string to_json(const std::string& error) const {
         std::string batches;
         for (int B : options_.batches) batches += (batches.empty() ? "" : ", ") + std::to_string(B);
@@ -1051,11 +1124,19 @@ class KernelBench {
         j += "  \"settings\": {\"batch\": [" + batches + "], \"seq\": " + std::to_string(options_.seq) +
              ", \"warmup\": " + std::to_string(options_.warmup) + ", \"iters\": " + std::to_string(options_.iters) +
              ", \"ops\": " + (options_.ops.empty() ? std::string("null") : Logger::json_string(options_.ops)) +
-             (options_.rounds > 1 ? ", \"attention_rounds\": " + std::to_string(options_.rounds) : "") +
+             ", \"rounds\": " + std::to_string(options_.rounds) +
              ", \"l2_emptied_before_each_run\": true, \"attention_flops\": \"causal_half\"},\n";
         j += "  \"ceilings\": {\"iters\": " + std::to_string(kCeilingIters) +
-             ", \"warmup\": " + std::to_string(kCeilingWarmup) + ",\n    \"copy\": " + bench::to_json(copy_) +
-             ",\n    \"gemm\": " + bench::to_json(gemm_) + "},\n";
+             ", \"warmup\": " + std::to_string(kCeilingWarmup) + ", \"warmup_ms\": " + json_number(kCeilingWarmupMs) +
+             ",\n    \"copy\": " + bench::to_json(copy_) + ",\n    \"gemm\": " + bench::to_json(gemm_) +
+             ",\n    \"clock\": {\"copy\": " + bench::to_json(copy_clock_) + ", \"gemm\": " +
+             bench::to_json(gemm_clock_) + "}},\n";
+        j += "  \"clock\": " +
+             (clocks_ && clocks_->available()
+                  ? std::string("\"NVML, during each row's last timed run\"")
+                  : "null, \"clock_unavailable\": " +
+                        Logger::json_string(clocks_ ? clocks_->why_unavailable() : "the GPU was not used")) +
+             ",\n";
         if (ctx_) j += "  \"matmul_algorithms\": " + algorithm_choices_json() + ",\n";
         j += "  \"rows\": [";
         for (size_t i = 0; i < rows_.size(); ++i) {
@@ -1080,6 +1161,7 @@ class KernelBench {
                 j += ", \"rounds_ms_min\": " + json_number(*std::min_element(r.rounds_ms.begin(), r.rounds_ms.end()));
                 j += ", \"rounds_ms_max\": " + json_number(*std::max_element(r.rounds_ms.begin(), r.rounds_ms.end()));
             }
+            j += ", \"clock\": " + clock_json(r);
             // A row that was not measured has no time (NaN), so these come out as null.
             j += ", \"gb_per_s\": " + json_number(r.gb_per_s());
             j += ", \"tflops\": " + json_number(r.tflops());
@@ -1107,9 +1189,11 @@ class KernelBench {
     std::unique_ptr<L2Flush> flush_;
     CopyCeiling copy_;
     GemmCeiling gemm_;
+    std::unique_ptr<GpuClockReader> clocks_;  // made in run()
+    GpuClock copy_clock_, gemm_clock_;       // read right after each ceiling
     uint32_t next_seed_ = 1;  // every array gets its own random numbers
     std::vector<Row> rows_;   // measured, skipped or failed, in the order they ran
-    bool holding_ = false;    // in in_rounds: rows go to held_, one per round, not to the table
+    bool holding_ = false;    // in in_rounds: rows go to held_, not to the table
     std::vector<Row> held_;
 };
 

@@ -6,6 +6,7 @@
 //   timing and      on the device and never all zero; warm-up runs, then CUDA events around each
 //   the ceilings    run and the median; a large device-to-device copy (bandwidth) and a large
 //                   bf16 GEMM through cuBLASLt (matrix throughput), each checked
+//   the clock       the SM clock and its throttle reasons beside each figure (util/gpu_clock.h)
 //   the edges       exit statuses, option values, JSON numbers (strings: Logger::json_string),
 //                   writing the output file
 #pragma once
@@ -19,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +35,7 @@
 #include "train/logger.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/gpu_clock.h"
 
 namespace gpt::bench {
 
@@ -44,6 +47,7 @@ using cuda::fill_tokens;
 using cuda::GemmCeiling;
 using cuda::kCeilingIters;
 using cuda::kCeilingWarmup;
+using cuda::kCeilingWarmupMs;
 using cuda::kCopyMiB;
 using cuda::kGemmSize;
 using cuda::measure_copy;
@@ -51,6 +55,27 @@ using cuda::measure_gemm;
 using cuda::median;
 using cuda::time_runs;
 using cuda::describe;
+
+// ---- the clock a figure was measured at --------------------------------------------------------
+
+// The clock reader of the GPU this process uses (CUDA's current device).
+inline std::unique_ptr<GpuClockReader> clock_reader() {
+    int device = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    char bus_id[32] = "";
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device));
+    return std::make_unique<GpuClockReader>(bus_id);
+}
+
+// "SM 1980 MHz, throttle reasons: none, 612 W, 48 C"; why there is none where there is none.
+inline std::string describe(const GpuClock& c, const GpuClockReader& reader) {
+    if (!c.read)
+        return "not read: " + (reader.why_unavailable().empty() ? "NVML gave no reading" : reader.why_unavailable());
+    std::string s = "SM " + std::to_string(c.sm_mhz) + " MHz, throttle reasons: " + clock_reason_names(c.reasons);
+    if (c.power_mw) s += ", " + std::to_string(c.power_mw / 1000) + " W";
+    if (c.temperature_c) s += ", " + std::to_string(c.temperature_c) + " C";
+    return s;
+}
 
 // ---- exit statuses and failures -------------------------------------------------------------
 
@@ -134,6 +159,16 @@ inline std::string json_number(double v, const char* format = "%.6g") {
 inline std::string to_json(const CopyCeiling& c) {
     return "{\"bytes\": " + std::to_string(c.bytes) + ", \"ms_median\": " + json_number(c.ms, "%.6f") +
            ", \"gb_per_s\": " + json_number(c.gb_per_s, "%.3f") + "}";
+}
+// A reading as a JSON object (null: none was made); reasons both as NVML's mask and in words.
+inline std::string to_json(const GpuClock& c) {
+    if (!c.read) return "null";
+    char mask[32];
+    std::snprintf(mask, sizeof(mask), "\"0x%llx\"", static_cast<unsigned long long>(c.reasons));
+    return "{\"sm_mhz\": " + std::to_string(c.sm_mhz) + ", \"throttle_reasons\": " + mask +
+           ", \"throttle\": " + Logger::json_string(clock_reason_names(c.reasons)) +
+           ", \"power_w\": " + (c.power_mw ? json_number(c.power_mw / 1000.0, "%.1f") : std::string("null")) +
+           ", \"temperature_c\": " + (c.temperature_c ? std::to_string(c.temperature_c) : std::string("null")) + "}";
 }
 inline std::string to_json(const GemmCeiling& g) {
     return "{\"m\": " + std::to_string(g.m) + ", \"n\": " + std::to_string(g.n) + ", \"k\": " + std::to_string(g.k) +

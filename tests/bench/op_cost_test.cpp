@@ -1,12 +1,15 @@
 // The kernel benchmark's accounting (op_cost.h), checked on the CPU: its FLOPs add up to those of
 // the MFU formula, only matrix products count FLOPs, and a fusion slot never counts more bytes
-// than the ops it fuses (fusing is what saves them).
+// than the ops it fuses (fusing is what saves them). Also the order of --rounds (rounds.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "model/config.h"
 #include "model/params.h"
+#include "rounds.h"
 #include "train/op_cost.h"
 
 namespace {
@@ -104,3 +107,29 @@ TEST(BenchAccounting, OptimizerBytesPerParameter) {
 }
 
 }  // namespace
+
+// Each round times every entry once; over n rounds each entry comes first once, and for an even n
+// follows every other entry exactly once.
+TEST(Rounds, EveryEntryOnceARoundAndEveryPredecessorOnce) {
+    for (size_t n : {1, 2, 3, 4, 7, 8, 16, 23}) {
+        std::vector<std::vector<int>> follows(n, std::vector<int>(n, 0));
+        std::vector<int> first(n, 0);
+        for (size_t r = 0; r < n; ++r) {
+            const std::vector<size_t> order = gpt::bench::round_order(r, n);
+            ASSERT_EQ(order.size(), n);
+            std::vector<int> seen(n, 0);
+            for (size_t i : order) {
+                ASSERT_LT(i, n);
+                ++seen[i];
+            }
+            EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<long>(n)) << "n " << n << " round " << r;
+            ++first[order[0]];
+            for (size_t k = 1; k < n; ++k) ++follows[order[k]][order[k - 1]];
+        }
+        EXPECT_EQ(std::count(first.begin(), first.end(), 1), static_cast<long>(n)) << "n " << n;
+        for (size_t a = 0; a < n; ++a)
+            for (size_t b = 0; b < n; ++b)
+                if (n % 2 == 0) EXPECT_EQ(follows[a][b], a == b ? 0 : 1) << "n " << n << ": " << a << " after " << b;
+                else EXPECT_LE(follows[a][b], 2) << "n " << n << ": " << a << " after " << b;
+    }
+}

@@ -1,7 +1,8 @@
 // Tests of the shared helpers every reader of user files goes through: opening a file the user
 // named (common/util/file.h) and the JSON reader (common/util/json.h), on the paths and the
 // hostile contents a user can hand them. Also the GPU peak table (common/util/peak_flops.h) and
-// the GPUs each stage refuses (common/util/compute_capability.h), which need no GPU to check.
+// the GPUs each stage refuses (common/util/compute_capability.h), and the clock reader's words and
+// its answer where there is no driver (common/util/gpu_clock.h), which need no GPU to check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,7 @@
 #include "util/compute_capability.h"
 #include "util/error.h"
 #include "util/file.h"
+#include "util/gpu_clock.h"
 #include "util/json.h"
 #include "util/peak_flops.h"
 
@@ -500,3 +502,21 @@ TEST(UnsupportedGpu, NeedAsHelpSaysIt) {
 
 }  // namespace
 }  // namespace gpt
+
+TEST(GpuClock, ReasonsInWords) {
+    EXPECT_EQ(gpt::clock_reason_names(0), "none");
+    EXPECT_EQ(gpt::clock_reason_names(0x4), "power cap");
+    EXPECT_EQ(gpt::clock_reason_names(0x1 | 0x20), "idle+sw thermal");
+    EXPECT_EQ(gpt::clock_reason_names(0x40 | 0x1000), "hw thermal+0x1000");  // a bit NVML added later
+}
+
+// Without a driver (or for a bus id no GPU has) the reader has no readings and says why; nothing fails.
+TEST(GpuClock, NoReadingsIsNotAnError) {
+    gpt::GpuClockReader reader("0000:FF:1F.7");
+    EXPECT_FALSE(reader.available());
+    EXPECT_FALSE(reader.why_unavailable().empty());
+    const gpt::GpuClock c = reader.read();
+    EXPECT_FALSE(c.read);
+    EXPECT_EQ(c.sm_mhz, 0u);
+    EXPECT_EQ(c.reasons, 0u);
+}

@@ -59,7 +59,7 @@ KERNELS = {
     "04": [("ResidualLayerNorm", "forward"), ("ResidualLayerNorm", "backward"), ("MatmulBiasGelu fc", "forward"),
            ("MatmulBackwardGelu fc_proj", "backward"), ("ClassifierWithGrad", "forward+backward"),
            ("Optimizer", "step")],
-    "05": [(f"Matmul lm_head at {v}", p) for v in (50257, 50304, 50432, 51200) for p in ("forward", "backward")]
+    "05": [(f"Matmul lm_head at {v}", p) for v in (50257, 50264, 50272, 50304, 50432, 51200) for p in ("forward", "backward")]
           + [("ClassifierWithGrad", "forward+backward")],
     "06": [("Optimizer", "step")],
 }
