@@ -15,8 +15,8 @@ which uses stage 03's attention: they are run for the first such stage only.
     python3 tests/bench/attention.py --build build/all --dry-run
 
 --rounds N (1 to 50) times that stage's attention and its variants in N interleaved rounds
-(bench_stageNN --rounds N): each entry once a round, in an order rotated by one from round to
-round, so that no entry always runs after the same one; each reports the median of its rounds,
+(bench_stageNN --rounds N): each entry once a round, each round in its own order, so that no
+entry always runs after the same one; each reports the median of its rounds,
 and the table their range. Timed one after the other, once each, the same kernel measured
 0.14 ms or 0.19 ms on an H200 depending on what ran before it: a difference between variants
 is only worth reading against that range.
@@ -56,6 +56,8 @@ import statistics
 import subprocess
 import sys
 
+from gpu_clock import gpu_clock, throttle_names
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HS, NH = 64, 12  # GPT-2: heads of 64, 12 of them at 124M
 
@@ -71,47 +73,6 @@ def find_benches(build):
         if os.access(path, os.X_OK):
             found[os.path.basename(path)[-2:]] = path
     return found
-
-
-# nvidia-smi's throttle reasons (NVML's clock event reasons), by bit.
-THROTTLE = {0x1: "idle", 0x2: "applications clocks", 0x4: "power cap", 0x8: "hw slowdown", 0x10: "sync boost",
-            0x20: "sw thermal", 0x40: "hw thermal", 0x80: "power brake", 0x100: "display clocks"}
-
-
-def parse_clock(text):
-    """nvidia-smi's line "1980, 0x0000000000000000" as {'sm_mhz': 1980, 'throttle_reasons': '0x0000000000000000'}
-    (sm_mhz None where it is not a number, "[N/A]"); None for anything else."""
-    fields = [f.strip() for f in (text.strip().splitlines() or [""])[0].split(",")]
-    if len(fields) != 2 or not fields[1]:
-        return None
-    return {"sm_mhz": int(fields[0]) if fields[0].isdigit() else None, "throttle_reasons": fields[1]}
-
-
-def gpu_clock():
-    """The SM clock and active throttle reasons of the GPU the benchmarks use (the first of
-    CUDA_VISIBLE_DEVICES, else the first nvidia-smi lists), now; None where nvidia-smi is missing
-    or fails. It only reads."""
-    cmd = ["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active", "--format=csv,noheader,nounits"]
-    device = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    if device:
-        cmd += ["-i", device]
-    try:
-        result = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_clock(result.stdout) if result.returncode == 0 else None
-
-
-def throttle_names(reasons):
-    """nvidia-smi's mask as words: "none", "power cap", "idle+sw thermal"; a text that is no mask as it is."""
-    try:
-        mask = int(reasons, 16)
-    except (TypeError, ValueError):
-        return reasons or "-"
-    names = [name for bit, name in THROTTLE.items() if mask & bit]
-    if mask & ~sum(THROTTLE):
-        names.append(hex(mask & ~sum(THROTTLE)))
-    return "+".join(names) or "none"
 
 
 def clock_cells(r):

@@ -18,7 +18,15 @@ the one it used. After the per-stage entries come two that show what an unaligne
 PyTorch (sdpa_pad, compile_noshapepad: eager SDPA with the vocabulary padded, compile with
 Inductor's own shape padding off), and, with --torch best, PyTorch at its best (compile, fused
 AdamW, vocabulary padded, cuDNN attention) at the largest of 64, 32, 16 sequences that a two-step
-probe fits, with the C++ stages 04-06 beside it at that batch (rows of stage "best").
+probe fits, with the C++ stages 04-06 beside it at that batch (rows of stage "best"); with
+--torch best,best_autotune also PyTorch best under torch.compile's max-autotune (CUDA Graphs and
+GEMMs chosen by timing, stage 04's counterpart of its graph capture and timed matmuls) at that
+batch, its tokens/s over PyTorch best's among the pairs.
+
+Beside every entry, the SM clock it ran at: nvidia-smi samples the GPU every 0.5 s while the
+entry runs (tests/bench/gpu_clock.py; logs/KEY.clock.csv), and the tables give the median and
+the lowest SM clock over the busy samples (utilization >= 50 %) and every throttle reason active
+in them; "-" without nvidia-smi. It only reads: no clock or setting is changed.
 
 The ladder computes none of the model's numbers itself: the C++ trainer's "start" event (its
 --log) says how many FLOPs a token costs and what the GPU's peak is, and the checkpoint's
@@ -61,8 +69,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, HERE)  # for plot.py, next to this file
+sys.path.insert(0, HERE)  # for plot.py and gpu_clock.py, next to this file
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+from gpu_clock import SAMPLE_INTERVAL_MS, BUSY_UTILIZATION, ClockSampler  # noqa: E402
 
 # ----------------------------------------------------------------------------------------
 # The workload: the same for every entry (tests/bench/README.md)
@@ -91,6 +101,7 @@ TRAIN_SETTINGS = [
 # thing; the label shows the backend the run used.
 BF16_SDPA = ["--precision", "bf16", "--attention", "sdpa"]
 FLASH = ["--sdpa-backend", "flash"]
+BEST = BF16_SDPA + ["--sdpa-backend", "cudnn", "--compile", "--fused-adamw", "--vocab-pad", "64"]
 TORCH_CONFIGS = [
     # key, stage, short label (the backend is added to it), options of tests/reference/gpt2_reference.py
     ("fp32", "00", "fp32 eager", ["--precision", "fp32", "--attention", "manual"]),
@@ -108,17 +119,24 @@ TORCH_CONFIGS = [
      BF16_SDPA + FLASH + ["--compile", "--inductor-shape-padding", "off"]),
     # PyTorch at its best on one GPU (group "best", run last): cuDNN attention where it can run (else
     # flash, said so), at the largest of BEST_BATCHES that fits, with C++ 04-06 beside it at that batch.
-    ("best", "best", "compile + fused AdamW + vocab padded to 64",
-     BF16_SDPA + ["--sdpa-backend", "cudnn", "--compile", "--fused-adamw", "--vocab-pad", "64"]),
+    ("best", "best", "compile + fused AdamW + vocab padded to 64", BEST),
+    # The same with torch.compile's max-autotune, at the batch PyTorch best found: CUDA Graphs and
+    # GEMMs chosen by timing, stage 04's counterpart of its graph capture and timed matmuls.
+    ("best_autotune", "best", "best + max-autotune: CUDA Graphs and timed GEMMs",
+     BEST + ["--compile-mode", "max-autotune"]),
 ]
-GROUPS = {"sdpa_pad": "vocab", "compile_noshapepad": "vocab", "best": "best"}  # the rest: "ladder"
+GROUPS = {"sdpa_pad": "vocab", "compile_noshapepad": "vocab", "best": "best",
+          "best_autotune": "best"}  # the rest: "ladder"
 GROUP_RANK = {"ladder": 0, "vocab": 1, "best": 2}  # run and shown in this order
-NOT_IN_ALL = ("best",)  # --torch all leaves it out: up to four compiles (three probes and the run)
+# --torch all leaves these out: up to four compiles for best (three probes and the run), and
+# max-autotune's compile times every GEMM's candidates.
+NOT_IN_ALL = ("best", "best_autotune")
 
 # PyTorch best's batch: the largest of these whose probe (PROBE_STEPS steps) does not run out of memory.
 BEST_BATCHES = (64, 32, 16)
 PROBE_STEPS = 2
 BEST_CPP_STAGES = ("04", "05", "06")  # run again beside it, at its batch
+BEST_KEY = "torch_best"  # the entry whose search sets the batch of its group
 
 # Pairs of entries that answer one question together (tokens/s of the first over the second's).
 QUESTIONS = [
@@ -130,6 +148,8 @@ QUESTIONS = [
     ("torch_pad", "torch_compile_noshapepad",
      "what an unaligned vocabulary costs compiled PyTorch when Inductor does not pad: vocab padded to 64 over "
      "unpadded with shape padding off (with V padded, shape padding has no matmul left to pad)"),
+    ("torch_best_autotune", "torch_best",
+     "what max-autotune (CUDA Graphs, GEMMs chosen by timing) adds to PyTorch best, at its batch"),
 ]
 
 # Stage names for stages that are not built (the PyTorch side still runs for them).
@@ -206,7 +226,11 @@ def parse_list(text, known, what, not_in_all=()):
 
 
 def torch_keys(text):
-    return parse_list(text, [k for k, *_ in TORCH_CONFIGS], "PyTorch configuration", NOT_IN_ALL)
+    keys = parse_list(text, [k for k, *_ in TORCH_CONFIGS], "PyTorch configuration", NOT_IN_ALL)
+    if "best_autotune" in keys and "best" not in keys:
+        usage_error("best_autotune runs at the batch PyTorch best's search finds: ask for both "
+                    "(--torch best,best_autotune)")
+    return keys
 
 
 def option_value(options, flag):
@@ -305,12 +329,14 @@ def run_order(entry, order):
     then PyTorch best and the C++ stages beside it, so that a ladder cut short by its budget has the
     ladder. In the ladder, pairs: C++ stage NN, then its PyTorch counterpart; newest-first: every
     C++ stage from the newest down, then PyTorch's from the newest down (the GPU check's quick phase).
-    PyTorch best runs first in its group: its probes choose the batch of the C++ entries beside it."""
+    PyTorch best runs first in its group: its probes choose the batch of the others; max-autotune,
+    the longest compile, runs last."""
     group = entry.get("group", "ladder")
     kind = 0 if entry["kind"] == "cpp" else 1
     sign = -1 if order == "newest-first" else 1
     if group == "best":
-        return (GROUP_RANK[group], 1 - kind, sign * int(entry.get("cpp_stage") or 0))
+        place = 0 if entry["key"] == BEST_KEY else 1 if entry["kind"] == "cpp" else 2
+        return (GROUP_RANK[group], place, sign * int(entry.get("cpp_stage") or 0))
     if order == "newest-first":
         return (GROUP_RANK[group], kind, -int(entry["stage"]))
     return (GROUP_RANK[group], int(entry["stage"]), kind)
@@ -577,10 +603,13 @@ def run_entry(entry, args, index, count, limit, by_budget):
     what = "train_" + entry["name"] if entry["kind"] == "cpp" else entry["short"]
     print(f"[{index:2d}/{count}] stage {entry['stage']} {who} {what}", flush=True)
     entry["steps"] = args.steps
-    for path in (entry["output"], entry.get("profile")):
+    clock_file = entry["log"][:-len(".log")] + ".clock.csv"
+    for path in (entry["output"], entry.get("profile"), clock_file):
         if path and os.path.exists(path):
             os.remove(path)  # an earlier run's output must not pass for this one's
-    rc, status, wall = run_command(entry, limit, by_budget, args.grace, sys.stdout.isatty())
+    with ClockSampler(clock_file) as clock:  # the GPU's clock while the entry runs
+        rc, status, wall = run_command(entry, limit, by_budget, args.grace, sys.stdout.isatty())
+    entry["clock"] = clock.summary
     if sys.stdout.isatty():
         sys.stdout.write("\r" + " " * 60 + "\r")
     entry["returncode"], entry["wall_s"] = rc, round(wall, 1)
@@ -731,7 +760,7 @@ def finish_meta(results):
             if e["kind"] == kind:
                 e["speedup_vs_00"] = ratio(e, base) if group(e) != "best" else None
     # C++ ÷ PyTorch: a stage over its counterpart; at PyTorch best's batch, over PyTorch best
-    best = next((x for x in entries if x["kind"] == "torch" and group(x) == "best"), None)
+    best = next((x for x in entries if x["key"] == BEST_KEY), None)
     for e in entries:
         other = None
         if e["kind"] == "cpp" and group(e) == "best":
@@ -784,18 +813,35 @@ def table_rows(results):
             continue
         rows.append([e["stage"], who, config, batch, fmt_num(e["tokens_per_s"]), fmt_num(e["median_ms"], 1),
                      fmt_pct(e["mfu"]), fmt_gib(e.get("peak_memory_bytes")), fmt_num(e["final_loss"], 4),
-                     fmt_x(e.get("speedup_vs_00")), fmt_x(e.get("cpp_over_torch"))])
+                     fmt_x(e.get("speedup_vs_00")), fmt_x(e.get("cpp_over_torch"))] + sm_clock_cells(e.get("clock")))
     return rows
 
 
+def sm_clock_cells(clock):
+    """An entry's cells "SM MHz" and "throttle": "1950/1755" (median/min over its busy samples; a *
+    where none was busy and they are over all) and "power cap"; "-" where nvidia-smi read nothing."""
+    if not clock:
+        return ["-", "-"]
+    mhz = "/".join("-" if clock.get(k) is None else f"{clock[k]:.0f}" for k in ("sm_mhz_median", "sm_mhz_min"))
+    return [mhz + ("" if clock.get("over") == "busy" else "*"), clock.get("throttle_reasons") or "-"]
+
+
+def clock_text(clock):
+    """The SM clock for the progress lines: ", SM 1950/1755 MHz, throttle: power cap"; "" without one."""
+    if not clock:
+        return ""
+    mhz, throttle = sm_clock_cells(clock)
+    return f", SM {mhz} MHz, throttle: {throttle}"
+
+
 HEADER = ["stage", "implementation", "configuration", "batch", "tokens/s", "ms/step", "MFU", "peak memory",
-          "final loss", "vs stage 00", "C++ ÷ PyTorch"]
+          "final loss", "vs stage 00", "C++ ÷ PyTorch", "SM MHz", "throttle"]
 FIRST_NUMBER = HEADER.index("tokens/s")
 
 
 def best_line(results):
     """How PyTorch best's batch was found, and its attention backend; None without it."""
-    e = next((x for x in results["entries"] if x["kind"] == "torch" and x.get("group") == "best"), None)
+    e = next((x for x in results["entries"] if x["key"] == BEST_KEY), None)
     if not e:
         return None
     tries = e.get("batch_search") or []
@@ -813,6 +859,8 @@ def best_line(results):
     if cpp:
         line += (f"; C++ {cpp} beside it at that batch, each row's C++ ÷ PyTorch over it" if e.get("batch")
                  else f"; C++ {cpp} not run beside it")
+    if e.get("batch") and any(x["key"] == "torch_best_autotune" for x in results["entries"]):
+        line += "; max-autotune at that batch too"
     if e.get("sdpa_backend"):
         line += f"; attention: {e['sdpa_backend']}" + (f" ({e['sdpa_backend_note']})" if e.get("sdpa_backend_note")
                                                         else "")
@@ -873,6 +921,11 @@ def header_lines(results):
     best = best_line(results)
     if best:
         lines.append(("PyTorch best", best))
+    if any("clock" in e for e in results["entries"]):
+        lines.append(("SM clock", f"nvidia-smi every {SAMPLE_INTERVAL_MS / 1000:g} s during the entry "
+                                  f"(logs/KEY.clock.csv); busy samples: utilization >= {BUSY_UTILIZATION} %; "
+                                  "SM MHz: their median/min (*: over all samples, none was busy); throttle: "
+                                  "every reason active in them; -: not read (no nvidia-smi, or it failed)"))
     if meta.get("stopped"):
         lines.append(("Stopped early", meta["stopped"]))
     return lines
@@ -888,7 +941,7 @@ def render_md(results):
     for key, text in header_lines(results):
         out.write(f"- **{key}**: " + (f"`{text}`" if key == "Command" else text) + "\n")
     out.write("\n| " + " | ".join(HEADER) + " |\n")
-    out.write("|" + "|".join(["---"] * 3 + ["---:"] * (len(HEADER) - 3)) + "|\n")
+    out.write("|" + "|".join(["---"] * 3 + ["---:"] * (len(HEADER) - 4) + ["---"]) + "|\n")
     for row in table_rows(results):
         out.write("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |\n")
     out.write("\n'vs stage 00': tokens/s over stage 00 of the same implementation, at the same batch. "
@@ -910,7 +963,7 @@ def render_txt(results):
     k = FIRST_NUMBER
     failed = [n and r[k] and r[k + 1:] == [""] * (len(HEADER) - k - 1) for n, r in enumerate(rows)]
     widths = [max(len(r[i]) for r, f in zip(rows, failed) if not (f and i >= k)) for i in range(len(HEADER))]
-    right = set(range(3, len(HEADER)))
+    right = set(range(3, len(HEADER) - 1))  # the throttle reasons are words
     out = io.StringIO()
     for key, text in header_lines(results):
         out.write(f"{key}: {text}\n")
@@ -931,9 +984,17 @@ def render_txt(results):
     return out.getvalue()
 
 
+CLOCK_KEYS = ["sm_mhz_median", "sm_mhz_min", "sm_mhz_max", "throttle_mask", "throttle_reasons", "power_w_max",
+              "temperature_c_max"]  # of an entry's "clock" (gpu_clock.summarize), in the CSV as they are
 CSV_FIELDS = ["stage", "kind", "name", "key", "batch", "sdpa_backend", "sdpa_backend_asked", "status", "error",
               "tokens_per_s", "median_ms", "mfu", "peak_memory_bytes", "final_loss", "speedup_vs_00", "cpp_over_torch",
-              "timed_steps", "wall_s"]
+              "timed_steps", "wall_s"] + CLOCK_KEYS + ["clock_samples", "clock_busy_samples"]
+
+
+def clock_csv_values(clock):
+    c = clock or {}
+    return dict({k: c.get(k) for k in CLOCK_KEYS}, clock_samples=c.get("samples"),
+                clock_busy_samples=c.get("busy_samples"))
 
 
 def render_csv(results):
@@ -949,7 +1010,8 @@ def render_csv(results):
         return "" if v is None else round(v, digits[k]) if k in digits else v
 
     for e in results["entries"]:
-        e = dict(e, batch=e.get("batch") or (meta["batch"] if e.get("group", "ladder") != "best" else None))
+        e = dict(e, batch=e.get("batch") or (meta["batch"] if e.get("group", "ladder") != "best" else None),
+                 **clock_csv_values(e.get("clock")))
         w.writerow([cell(e, k) for k in CSV_FIELDS] +
                    [meta.get("gpu") or "", meta.get("date", ""), meta["model"], meta["batch"], meta["seq"],
                     meta["steps"]])
@@ -997,7 +1059,7 @@ def plot_best(plot, results, out_dir):
         return []
     group = [e for e in results["entries"] if e.get("group") == "best"]
     cpp = [dict(e, stage=e["cpp_stage"]) for e in group if e["kind"] == "cpp"]
-    torch = [e for e in group if e["kind"] == "torch"]
+    torch = [e for e in group if e["key"] == BEST_KEY]
     view = dict(results, meta=dict(results["meta"], batch=batch))
     paths = [os.path.join(out_dir, "loss_best.svg"), os.path.join(out_dir, "throughput_best.svg")]
     plot.plot_losses(dict(view, entries=cpp + torch), paths[0])
@@ -1031,9 +1093,9 @@ def parse_args(argv):
     p.add_argument("--torch", default="all",
                    help="PyTorch configurations: none, or a list of " + ",".join(k for k, *_ in TORCH_CONFIGS) +
                         " in which all stands for every one but " + ",".join(NOT_IN_ALL) +
-                        " (all,best: every one)")
+                        " (all," + ",".join(NOT_IN_ALL) + ": every one)")
     p.add_argument("--best-batch", type=int, metavar="B",
-                   help="run PyTorch best (--torch best) and the C++ stages beside it at batch B instead of "
+                   help="run PyTorch best (--torch best) and the entries beside it at batch B instead of "
                         "searching " + ", ".join(map(str, BEST_BATCHES)) + " for the largest that fits")
     p.add_argument("--python", default=argparse.SUPPRESS,
                    help="Python with CUDA PyTorch, which runs the PyTorch entries (default: GPT_PYTHON of BUILD's "
@@ -1328,13 +1390,13 @@ def main(argv=None):
             what = "train_" + e["name"] if e["kind"] == "cpp" else e["short"]
             print(f"  [{i:2d}/{len(entries)}] stage {e['stage']} {who} {what}")
             choices = e.get("batch_choices")
-            if choices and e["kind"] == "torch" and len(choices) > 1:
+            if choices and e["key"] == BEST_KEY and len(choices) > 1:
                 print(f"        batch: the largest of {', '.join(map(str, choices))} whose {PROBE_STEPS}-step probe "
                       f"does not run out of memory (each smaller one after an out-of-memory exit); shown at "
                       f"{choices[0]}\n        probe: " + show(torch_command(
                           args, checkpoint, e["options"], os.path.join(logs, f"torch_best_probe_b{choices[0]}.json"),
                           choices[0], steps=PROBE_STEPS, profile=False)))
-            elif choices and e["kind"] == "torch":
+            elif choices and e["key"] == BEST_KEY:
                 print(f"        batch: {choices[0]} (--best-batch: no search)")
             elif choices:
                 print(f"        at PyTorch best's batch, beside it (shown at {choices[0]})")
@@ -1400,7 +1462,7 @@ def main(argv=None):
             print(f"[{i:2d}/{len(entries)}] stage {e['stage']} {e['key']}: not run ({stop})", flush=True)
             continue
         if e.get("group") == "best" and e["batch"] is None:
-            if e["kind"] == "torch" and not e.get("batch_search"):
+            if e["key"] == BEST_KEY and not e.get("batch_search"):
                 found = best_batch(e, args, budget, logs, i, len(entries), meta, entries)
                 if found:  # it did not run: why
                     status, why = found
@@ -1419,7 +1481,7 @@ def main(argv=None):
                     not_run(e, stop)
                     print(f"        not run ({stop})", flush=True)
                     continue
-            else:  # beside a PyTorch best that found no batch
+            else:  # beside a PyTorch best that found no batch (C++ 04-06, max-autotune)
                 not_run(e, "PyTorch best found no batch")
                 print(f"[{i:2d}/{len(entries)}] stage {e['stage']} {e['key']}: not run ({e['error']})", flush=True)
                 save_results(results, out_dir)
@@ -1436,8 +1498,8 @@ def main(argv=None):
         if e["status"] == "ok":
             mfu = f", MFU {fmt_pct(e['mfu'])}" if e.get("mfu") is not None else ""
             print(f"        ok: {e['median_ms']:.1f} ms/step, {e['tokens_per_s']:,.0f} tokens/s{mfu}, peak "
-                  f"{fmt_gib(e.get('peak_memory_bytes')) or 'n/a'}, final loss {e['final_loss']:.4f} "
-                  f"({e['wall_s']:.0f} s)", flush=True)
+                  f"{fmt_gib(e.get('peak_memory_bytes')) or 'n/a'}, final loss {e['final_loss']:.4f}"
+                  f"{clock_text(e.get('clock'))} ({e['wall_s']:.0f} s)", flush=True)
         else:
             print(f"        {e['status'].upper()}: {e.get('error')} ({e.get('wall_s', 0):.0f} s; log {e['log']})",
                   flush=True)

@@ -33,6 +33,7 @@ SCRIPT = os.path.join(REPO, "tests", "bench", "attention.py")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import attention  # noqa: E402
+import gpu_clock  # noqa: E402  (its nvidia-smi helpers)
 
 # A made-up bench_stageNN: writes what the real one writes for --ops ^Attention, the stage's row
 # and, with --attention-variants yes, one variant's; with --rounds N each row's rounds too. Every
@@ -82,20 +83,20 @@ def executable(path, text):
 
 class Parts(unittest.TestCase):
     def test_parse_clock(self):
-        self.assertEqual(attention.parse_clock("1980, 0x0000000000000000\n"),
+        self.assertEqual(gpu_clock.parse_clock("1980, 0x0000000000000000\n"),
                          {"sm_mhz": 1980, "throttle_reasons": "0x0000000000000000"})
-        self.assertEqual(attention.parse_clock("[N/A], [N/A]"), {"sm_mhz": None, "throttle_reasons": "[N/A]"})
-        self.assertEqual(attention.parse_clock("1755, 0x4\n345, 0x1\n")["sm_mhz"], 1755)  # the first GPU
+        self.assertEqual(gpu_clock.parse_clock("[N/A], [N/A]"), {"sm_mhz": None, "throttle_reasons": "[N/A]"})
+        self.assertEqual(gpu_clock.parse_clock("1755, 0x4\n345, 0x1\n")["sm_mhz"], 1755)  # the first GPU
         for text in ("", "garbage", "1, 2, 3"):
-            self.assertIsNone(attention.parse_clock(text), text)
+            self.assertIsNone(gpu_clock.parse_clock(text), text)
 
     def test_throttle_names(self):
-        self.assertEqual(attention.throttle_names("0x0000000000000000"), "none")
-        self.assertEqual(attention.throttle_names("0x0000000000000004"), "power cap")
-        self.assertEqual(attention.throttle_names("0x21"), "idle+sw thermal")
-        self.assertEqual(attention.throttle_names("0x1000"), "0x1000")  # a bit this script has no name for
-        self.assertEqual(attention.throttle_names("[N/A]"), "[N/A]")
-        self.assertEqual(attention.throttle_names(None), "-")
+        self.assertEqual(gpu_clock.throttle_names("0x0000000000000000"), "none")
+        self.assertEqual(gpu_clock.throttle_names("0x0000000000000004"), "power cap")
+        self.assertEqual(gpu_clock.throttle_names("0x21"), "idle+sw thermal")
+        self.assertEqual(gpu_clock.throttle_names("0x1000"), "0x1000")  # a bit this script has no name for
+        self.assertEqual(gpu_clock.throttle_names("[N/A]"), "[N/A]")
+        self.assertEqual(gpu_clock.throttle_names(None), "-")
 
     def test_cells(self):
         clock = {"sm_mhz": 1980, "throttle_reasons": "0x0"}

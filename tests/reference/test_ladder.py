@@ -24,13 +24,18 @@ them can be checked anywhere, with no GPU and no torch:
   - every PyTorch entry that calls SDPA pins its backend, and the one the run used is recorded;
     the vocabulary pairs (sdpa_pad, compile_noshapepad) run with their options and their ratios
     are reported; PyTorch best (--torch best) probes 64, 32, 16 until one fits, runs there with
-    C++ 04-06 beside it at that batch, and says "not run" and why when none fits.
+    C++ 04-06 beside it at that batch, and says "not run" and why when none fits; best_autotune
+    (max-autotune) runs at that batch too, and only beside best.
+  - every entry records the SM clock it ran at (tests/bench/gpu_clock.py: nvidia-smi sampled
+    while it runs), in results.json, the tables and the CSV; "-" where nvidia-smi reads nothing,
+    the entries running as ever; the sampler never outlives its entry, nor its ladder.
 
 The real CPU trainer and gpt_init come from the environment (GPT_CPU_TRAINER, GPT_INIT_TOOL;
 CTest sets both); without them those tests are skipped. Everything else uses small stand-in
 scripts written into a temporary directory, nvidia-smi among them.
 """
 
+import csv
 import json
 import os
 import signal
@@ -42,10 +47,15 @@ import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LADDER = os.path.join(os.path.dirname(HERE), "bench", "ladder.py")
-LARGEST = os.path.join(os.path.dirname(HERE), "bench", "largest_batch.py")
+BENCH = os.path.join(os.path.dirname(HERE), "bench")
+LADDER = os.path.join(BENCH, "ladder.py")
+LARGEST = os.path.join(BENCH, "largest_batch.py")
 TRAINER = os.environ.get("GPT_CPU_TRAINER")
 GPT_INIT = os.environ.get("GPT_INIT_TOOL")
+
+sys.path.insert(0, BENCH)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import gpu_clock  # noqa: E402
 
 # A stand-in for a C++ trainer: writes a start event and steps like common/train/loop.h.
 # MODE slow: also starts a child, then waits to be stopped; stubborn: both ignore SIGINT.
@@ -121,6 +131,62 @@ with open(profile, "w") as f:
 FAKE_SMI = 'print("Fake GPU, 999.99")\n'
 NO_GPU_SMI = ('import sys\nprint("NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver.")\n'
               'sys.exit(9)\n')
+
+# nvidia-smi as the ladder and its clock sampler (tests/bench/gpu_clock.py) ask it: the GPU's name;
+# one reading of clocks.sm, the reasons, power, temperature and utilization, which moves on to the
+# next block of clocks.txt beside it (the sampler reads once before each entry: a block per entry);
+# and with -lms the same block, then a wait until it is stopped. Every command line goes to
+# smi_calls.jsonl, the pid of every loop to smi_loops.txt and, stopped by SIGINT (the sampler's
+# stop, not the SIGKILL of a parent's death), to smi_stopped.txt. FAKE_SMI_OLD: an older driver,
+# which knows the reasons only as clocks_throttle_reasons; FAKE_SMI_NO_CLOCKS: every reading fails.
+CLOCK_SMI = '''\
+import json, os, sys, time
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+with open(os.path.join(here, "smi_calls.jsonl"), "a") as f:
+    f.write(json.dumps(args) + "\\n")
+query = next((a for a in args if a.startswith("--query-gpu=")), "")
+if "name" in query:
+    print("Fake GPU, 999.99")
+    sys.exit(0)
+if os.environ.get("FAKE_SMI_NO_CLOCKS") or (os.environ.get("FAKE_SMI_OLD") and "clocks_event_reasons" in query):
+    print(f"Field {query[12:]} is not a valid field to query.")
+    sys.exit(2)
+blocks = open(os.path.join(here, "clocks.txt")).read().strip().split("\\n\\n")
+count = os.path.join(here, "count.txt")
+n = int(open(count).read()) if os.path.exists(count) else 0
+if "-lms" not in args:
+    n += 1
+    open(count, "w").write(str(n))
+fields = len(query.split(","))  # the block's lines have all five; a reading of fewer gets the first ones
+block = "\\n".join(", ".join(line.split(", ")[:fields]) for line in blocks[min(n, len(blocks)) - 1].splitlines())
+if "-lms" not in args:
+    print(block)
+    sys.exit(0)
+try:
+    with open(os.path.join(here, "smi_loops.txt"), "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    print(block, flush=True)
+    time.sleep(300)
+except KeyboardInterrupt:
+    with open(os.path.join(here, "smi_stopped.txt"), "a") as f:
+        f.write(f"{os.getpid()}\\n")
+'''
+
+# Its readings, a block per entry. The first: idle before the entry, then three busy samples at
+# different clocks, one of them under the power cap, and one nvidia-smi could not read. The second:
+# busy throughout, slower, under the power cap and sw thermal slowdown.
+CLOCKS = """\
+345, 0x0000000000000001, 60.5, 31, 0
+1980, 0x0000000000000000, 650.0, 55, 98
+[N/A], [N/A], [N/A], [N/A], [N/A]
+1755, 0x0000000000000004, 700.0, 61, 99
+1950, 0x0000000000000000, 690.0, 60, 97
+
+1410, 0x0000000000000020, 500.0, 85, 100
+1395, 0x0000000000000024, 520.5, 87, 100
+1400, 0x0000000000000004, 510.0, 86, 100
+"""
 
 # A gpt_init that writes its --out, as the real one does (475 MB for d12).
 FAKE_INIT = '''\
@@ -215,9 +281,50 @@ class Sandbox(unittest.TestCase):
     def entries(self):
         return {e["key"]: e for e in self.results()["entries"]}
 
+    def text(self, name):
+        with open(os.path.join(self.out, name)) as f:
+            return f.read()
+
     def child_pid(self):
         with open(os.path.join(self.out, "logs", "child.pid")) as f:
             return int(f.read())
+
+    def clock_smi(self):
+        """The stand-in nvidia-smi that answers the clock sampler too, with the blocks of CLOCKS."""
+        write_script(os.path.join(self.bin, "nvidia-smi"), CLOCK_SMI)
+        with open(os.path.join(self.bin, "clocks.txt"), "w") as f:
+            f.write(CLOCKS)
+
+    def smi_pids(self, name):
+        """The pids in smi_loops.txt or smi_stopped.txt."""
+        try:
+            with open(os.path.join(self.bin, name)) as f:
+                return sorted(int(line) for line in f)
+        except OSError:
+            return []
+
+    def smi_calls(self):
+        with open(os.path.join(self.bin, "smi_calls.jsonl")) as f:
+            return [json.loads(line) for line in f]
+
+    def samplers_left(self):
+        """The stand-in nvidia-smi's processes still running."""
+        smi = os.path.join(self.bin, "nvidia-smi").encode()
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if smi in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+        return [pid for pid in found if not gone(pid)]
+
+    def assert_samplers_stopped(self):
+        """Every sampler that started was stopped by the ladder, and none is left."""
+        stopped = self.smi_pids("smi_stopped.txt")
+        self.assertEqual([pid for pid in self.smi_pids("smi_loops.txt") if pid not in stopped], [])
+        self.assertEqual(self.samplers_left(), [])
 
 
 class LadderTest(Sandbox):
@@ -310,6 +417,7 @@ class LadderTest(Sandbox):
     def test_timeout_stops_the_group_and_goes_on(self):
         self.trainer("00", "slow")
         self.trainer("01", "quick")
+        self.clock_smi()
         self.ladder("--torch", "none", "--timeout", 2, "--grace", 5, expect=1)
         e = self.entries()
         self.assertEqual(e["cpp_00"]["status"], "timeout")
@@ -317,6 +425,10 @@ class LadderTest(Sandbox):
         self.assertEqual(e["cpp_00"]["start"]["flops_per_token"], 6000.0)  # read from the cut-off log
         self.assertEqual(e["cpp_01"]["status"], "ok")
         self.assertTrue(gone(self.child_pid()), "the entry's child outlived it")
+        # Its clock sampler ran for its two seconds, and was stopped with it.
+        self.assertEqual((e["cpp_00"]["clock"]["sm_mhz_median"], e["cpp_01"]["clock"]["sm_mhz_median"]), (1950, 1400))
+        self.assertTrue(self.smi_pids("smi_loops.txt"))
+        self.assert_samplers_stopped()
 
     def test_an_entry_stops_on_sigint_when_the_ladder_inherited_it_ignored(self):
         # As tests/gpu_check.sh starts it: a background command of a shell without job control,
@@ -351,6 +463,7 @@ class LadderTest(Sandbox):
     def test_ctrl_c_stops_the_group_and_writes_results(self):
         self.trainer("00", "slow")
         self.trainer("01", "quick")
+        self.clock_smi()
         proc = subprocess.Popen(self.ladder_args("--torch", "none", "--grace", 5), stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         pid_file = os.path.join(self.out, "logs", "child.pid")
@@ -365,6 +478,8 @@ class LadderTest(Sandbox):
         self.assertEqual(e["cpp_00"]["status"], "interrupted")
         self.assertEqual((e["cpp_01"]["status"], e["cpp_01"]["error"]), ("not run", "interrupted"))
         self.assertTrue(gone(self.child_pid()), "the entry's child outlived the Ctrl-C")
+        self.assertEqual(e["cpp_00"]["clock"]["throttle_reasons"], "power cap")
+        self.assert_samplers_stopped()
         self.assertTrue(os.path.exists(os.path.join(self.out, "results.txt")))
 
     def test_newest_first_runs_cpp_from_the_newest_and_shows_pairs(self):
@@ -472,10 +587,6 @@ class PytorchBestTest(Sandbox):
 
     def env(self, **extra):
         return dict({"FAKE_CALLS": os.path.join(self.dir, "calls.jsonl")}, **extra)
-
-    def text(self, name):
-        with open(os.path.join(self.out, name)) as f:
-            return f.read()
 
     def test_every_sdpa_entry_pins_its_backend(self):
         proc, _ = self.ladder("--torch", "all", "--stages", "none", expect=0, env=self.env())
@@ -608,6 +719,39 @@ class PytorchBestTest(Sandbox):
             self.assertIn("best,torch,best,torch_best,16,flash,cudnn,ok", f.read())
         self.ladder("--torch", "best", "--best-batch", "0", expect=2)
 
+    def test_best_autotune_at_best_batch(self):
+        self.trainer("04", "quick")
+        proc, _ = self.ladder("--dry-run", "--torch", "best,best_autotune", "--stages", "04", expect=0)
+        plan = [line.split("] stage ")[1] for line in proc.stdout.splitlines() if line.lstrip().startswith("[")]
+        self.assertEqual(plan, ["04 C++     train_04_quick",
+                                "best PyTorch compile + fused AdamW + vocab padded to 64 (cudnn)",
+                                "best C++     train_04_quick",
+                                "best PyTorch best + max-autotune: CUDA Graphs and timed GEMMs (cudnn)"], proc.stdout)
+        self.assertEqual(proc.stdout.count("batch: the largest of 64, 32, 16"), 1)  # one search, PyTorch best's
+        self.assertEqual(proc.stdout.count("at PyTorch best's batch, beside it (shown at 64)"), 2)
+        self.assertIn("--fused-adamw --vocab-pad 64 --compile-mode max-autotune", proc.stdout)
+        proc, _ = self.ladder("--dry-run", "--torch", "all,best", expect=0)
+        self.assertNotIn("max-autotune", proc.stdout)  # not in all
+        proc, _ = self.ladder("--dry-run", "--torch", "best_autotune", expect=2)
+        self.assertIn("best_autotune runs at the batch PyTorch best's search finds", proc.stderr)
+        # Run: at the batch PyTorch best found, no probe of its own, and its ratio over PyTorch best.
+        self.ladder("--torch", "best,best_autotune", "--stages", "none", expect=0,
+                    env=self.env(FAKE_TORCH_MAX_BATCH="32"))
+        auto = self.entries()["torch_best_autotune"]
+        self.assertEqual((auto["status"], auto["batch"], option(auto["command"], "--batch"),
+                          option(auto["command"], "--compile-mode")), ("ok", 32, "32", "max-autotune"))
+        self.assertEqual([option(c, "--batch") for c in self.calls()], ["64", "32", "32", "32"])  # 2 probes, 2 runs
+        self.assertEqual([(c["entries"], c["ratio"]) for c in self.results()["comparisons"]],
+                         [(["torch_best_autotune", "torch_best"], 1.0)])
+        txt = self.text("results.txt")
+        self.assertIn("torch_best_autotune ÷ torch_best = 1.00×: what max-autotune", txt)
+        self.assertIn("max-autotune at that batch too", txt)
+        # No batch for PyTorch best: none for it either.
+        self.ladder("--torch", "best,best_autotune", "--stages", "none", expect=0,
+                    env=self.env(FAKE_TORCH_MAX_BATCH="8"))
+        auto = self.entries()["torch_best_autotune"]
+        self.assertEqual((auto["status"], auto["error"]), ("not run", "PyTorch best found no batch"))
+
     def test_dry_run_lists_the_new_entries(self):
         for stage in ("04", "05"):
             self.trainer(stage, "quick")
@@ -626,6 +770,147 @@ class PytorchBestTest(Sandbox):
         self.assertNotIn("stage best", proc.stdout)
         proc, _ = self.ladder("--dry-run", "--torch", "best,nonsense", expect=2)
         self.assertIn("unknown PyTorch configuration nonsense", proc.stderr)
+
+
+class ClockTest(Sandbox):
+    """The SM clock beside every entry: nvidia-smi sampled while it runs (gpu_clock.ClockSampler),
+    summed up in results.json and shown in the tables."""
+
+    def test_every_entry_has_its_clock(self):
+        self.trainer("00", "quick")
+        self.clock_smi()
+        self.ladder("--torch", "fp32", "--stages", "00", expect=0, env={"CUDA_VISIBLE_DEVICES": "3,1"})
+        e = self.entries()
+        cpp, torch = e["cpp_00"]["clock"], e["torch_fp32"]["clock"]
+        # The first block: the idle sample and the one nvidia-smi could not read are left out of the
+        # clock and the reasons; the power and temperature are the highest of every sample.
+        self.assertEqual({k: cpp[k] for k in ("over", "sm_mhz_median", "sm_mhz_min", "sm_mhz_max", "throttle_mask",
+                                              "throttle_reasons", "power_w_max", "temperature_c_max")},
+                         {"over": "busy", "sm_mhz_median": 1950, "sm_mhz_min": 1755, "sm_mhz_max": 1980,
+                          "throttle_mask": "0x0000000000000004", "throttle_reasons": "power cap",
+                          "power_w_max": 700.0, "temperature_c_max": 61})
+        # the reading before the entry, and the loop's if it printed before it was stopped
+        self.assertIn((cpp["samples"], cpp["busy_samples"]), ((5, 3), (10, 6)))
+        self.assertEqual(cpp["reasons_field"], "clocks_event_reasons.active")
+        self.assertEqual(cpp["file"], os.path.join(self.out, "logs", "cpp_00.clock.csv"))
+        self.assertEqual((torch["sm_mhz_median"], torch["sm_mhz_min"], torch["throttle_reasons"]),
+                         (1400, 1395, "power cap+sw thermal"))
+        # The tables: the two entries at their two clocks.
+        md, txt = (self.text(name) for name in ("results.md", "results.txt"))
+        rows = {line.split(" | ")[1]: line for line in md.splitlines() if line.startswith("| 00 |")}
+        self.assertTrue(rows["C++"].endswith("| 1950/1755 | power cap |"), rows)
+        self.assertTrue(rows["PyTorch"].endswith("| 1400/1395 | power cap+sw thermal |"), rows)
+        self.assertIn("| C++ ÷ PyTorch | SM MHz | throttle |", md)
+        for text in (md, txt):
+            self.assertIn("nvidia-smi every 0.5 s during the entry", text)
+            self.assertIn("busy samples: utilization >= 50 %", text)
+        line = next(line for line in txt.splitlines() if " 00_quick " in line)
+        self.assertTrue(line.endswith("1950/1755  power cap"), txt)
+        with open(os.path.join(self.out, "results.csv")) as f:
+            row = next(r for r in csv.DictReader(f) if r["key"] == "torch_fp32")
+        columns = ("sm_mhz_median", "sm_mhz_min", "sm_mhz_max", "throttle_mask", "throttle_reasons", "power_w_max",
+                   "temperature_c_max", "clock_busy_samples")
+        self.assertEqual([row[k] for k in columns], ["1400", "1395", "1410", "0x0000000000000024",
+                                                     "power cap+sw thermal", "520.5", "87", row["clock_samples"]])
+        # What it asked: one reading before each entry (not before the ladder's other commands), and
+        # the loop (which a quick entry may stop before it wrote its call down), of the first GPU of
+        # CUDA_VISIBLE_DEVICES; nothing that sets anything.
+        fields = "--query-gpu=clocks.sm,clocks_event_reasons.active,power.draw,temperature.gpu,utilization.gpu"
+        reading = [fields, "--format=csv,noheader,nounits", "-i", "3"]
+        calls = [c for c in self.smi_calls() if "name" not in c[0]]
+        self.assertEqual([c for c in calls if "-lms" not in c], [reading, reading])
+        self.assertTrue(all(c == reading + ["-lms", "500"] for c in calls if "-lms" in c), calls)
+        self.assert_samplers_stopped()
+
+    def test_an_older_driver(self):
+        self.trainer("00", "quick")
+        self.clock_smi()
+        self.ladder("--torch", "none", expect=0, env={"FAKE_SMI_OLD": "1"})
+        clock = self.entries()["cpp_00"]["clock"]
+        self.assertEqual((clock["reasons_field"], clock["sm_mhz_median"]), ("clocks_throttle_reasons.active", 1950))
+        # the newer name refused, the older one taken, and the loop's with it
+        calls = [c[0].split(",")[1] for c in self.smi_calls() if "name" not in c[0]]
+        self.assertEqual(calls[:2], ["clocks_event_reasons.active", "clocks_throttle_reasons.active"])
+        self.assertTrue(all(field == "clocks_throttle_reasons.active" for field in calls[2:]), calls)
+        self.assert_samplers_stopped()
+
+    def test_without_clock_readings_the_entries_run(self):
+        # nvidia-smi fails every reading; then the one that answers none of them (FAKE_SMI: only a name).
+        self.trainer("00", "quick")
+        for smi, env in ((CLOCK_SMI, {"FAKE_SMI_NO_CLOCKS": "1"}), (FAKE_SMI, {})):
+            with self.subTest(env=env):
+                write_script(os.path.join(self.bin, "nvidia-smi"), smi)
+                self.ladder("--torch", "fp32", expect=0, env=env)
+                for key, e in self.entries().items():
+                    self.assertEqual((e["status"], e["clock"]), ("ok", None), key)
+                md = self.text("results.md")
+                self.assertTrue(next(x for x in md.splitlines() if x.startswith("| 00 | C++ |")).endswith("| - | - |"))
+                self.assertIn(",,,,,,,,,", next(x for x in self.text("results.csv").splitlines()
+                                                if x.startswith("00,cpp")))
+                if env:  # no reading: no loop either
+                    self.assertFalse([c for c in self.smi_calls() if "-lms" in c])
+        self.assertEqual(self.samplers_left(), [])
+
+
+class ClockSamplerTest(Sandbox):
+    """tests/bench/gpu_clock.py on its own: the summary of the samples, and the sampler's process."""
+
+    def test_summary(self):
+        s = gpu_clock.summarize(CLOCKS.split("\n\n")[0] + "\nnot a sample\n\n1, 2, 3\n")
+        self.assertEqual(s, {"samples": 5, "busy_samples": 3, "over": "busy", "sm_mhz_median": 1950,
+                             "sm_mhz_min": 1755, "sm_mhz_max": 1980, "throttle_mask": "0x0000000000000004",
+                             "throttle_reasons": "power cap", "power_w_max": 700.0, "temperature_c_max": 61})
+        # Busy from 50 % on; an even count's median is between the two middle clocks.
+        s = gpu_clock.summarize("1500, 0x0, 300, 40, 50\n1700, 0x20, 310, 41, 60\n900, 0x1, 90, 30, 49\n")
+        self.assertEqual((s["busy_samples"], s["sm_mhz_median"], s["throttle_reasons"]), (2, 1600, "sw thermal"))
+        # None busy: over every sample, said so; unknown bits named by their value.
+        s = gpu_clock.summarize("345, 0x1, 60, 30, 0\n1410, 0x1004, 70, 31, [N/A]\n")
+        self.assertEqual((s["busy_samples"], s["over"], s["sm_mhz_median"], s["sm_mhz_min"], s["throttle_reasons"]),
+                         (0, "all (none busy)", 877.5, 345, "idle+power cap+0x1000"))
+        # Nothing nvidia-smi could read: a sample, but no number.
+        s = gpu_clock.summarize("[N/A], [N/A], [N/A], [Not Supported], [N/A]\n")
+        self.assertEqual((s["samples"], s["sm_mhz_median"], s["throttle_mask"], s["throttle_reasons"],
+                          s["power_w_max"]), (1, None, None, None, None))
+        for text in ("", "Fake GPU, 999.99\n", "NVIDIA-SMI has failed because it couldn't communicate\n"):
+            self.assertIsNone(gpu_clock.summarize(text), text)
+
+    def test_without_nvidia_smi(self):
+        os.remove(os.path.join(self.bin, "nvidia-smi"))
+        os.environ["PATH"] = self.bin  # no nvidia-smi anywhere
+        path = os.path.join(self.dir, "clock.csv")
+        with gpu_clock.ClockSampler(path) as clock:
+            pass
+        self.assertIsNone(clock.summary)
+        self.assertFalse(os.path.exists(path))
+        self.assertIsNone(gpu_clock.gpu_clock())
+
+    def test_stopped_on_leaving_the_block(self):
+        self.clock_smi()
+        path = os.path.join(self.dir, "clock.csv")
+        with gpu_clock.ClockSampler(path) as clock:
+            self.assertIsNone(clock.proc.poll())
+            time.sleep(0.5)
+        self.assertEqual(clock.summary["sm_mhz_median"], 1950)
+        self.assertIsNone(clock.proc)
+        with self.assertRaises(RuntimeError):  # an exception in the block stops it too
+            with gpu_clock.ClockSampler(path) as clock:
+                raise RuntimeError("the entry failed")
+        self.assertEqual(clock.summary["sm_mhz_median"], 1400)
+        self.assertEqual(gpu_clock.gpu_clock(), {"sm_mhz": 1410, "throttle_reasons": "0x0000000000000020"})
+        self.assert_samplers_stopped()
+
+    def test_dies_with_the_process_that_started_it(self):
+        self.clock_smi()
+        script = (f"import sys, time; sys.dont_write_bytecode = True; sys.path.insert(0, {BENCH!r}); import gpu_clock; "
+                  f"clock = gpu_clock.ClockSampler({os.path.join(self.dir, 'clock.csv')!r}).start(); "
+                  "print(clock.proc.pid, flush=True); time.sleep(60)")
+        parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+        pid = int(parent.stdout.readline())
+        parent.kill()  # no stop(), no exit handler
+        parent.wait()
+        parent.stdout.close()
+        self.assertTrue(gone(pid), "nvidia-smi outlived the process that started it")
+        self.assertEqual(self.samplers_left(), [])
 
 
 # A stand-in for a trainer whose memory fits 36 sequences while its estimate says 40: the
