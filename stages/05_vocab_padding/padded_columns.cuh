@@ -13,7 +13,7 @@ namespace gpt::stage05 {
 struct MaskPaddedColumns {
     static constexpr const char* source = __FILE__;
     static constexpr bool kMasksPadding = true;
-    // EXERCISE BEGIN stage05.mask_padded_columns TESTS Kernels.ClassifierForward|Kernels.ClassifierBackward|Slots.ClassifierWithGrad|Model.PaddedRowsStayZero
+    // EXERCISE BEGIN stage05.mask_padded_columns TESTS Kernels.ClassifierForward|Kernels.ClassifierBackward|Slots.ClassifierWithGrad|Slots.ClassifierWithGradBenchmarkVariants|Model.PaddedRowsStayZero
     // The columns the softmax sums over: the tokens, [0, V).
     __device__ static int softmax_columns(int V, int) { return V; }
     // Whether column v is a token; the others get a gradient of exactly 0.

@@ -5,10 +5,14 @@
 # The executable goes next to test_stageNN and the trainers: <build>/stages/bench_stageNN.
 function(gpt_add_stage_bench num)
   # Variants that only the benchmark builds: stage 00's first versions of its row kernels (where
-  # the stage still runs stage 00's op), and from stage 03 on the attention's.
+  # the stage still runs stage 00's op), from stage 03 on the attention's, from stage 04 on the
+  # fused classifier's.
   set(GPT_BENCH_VARIANTS "#include \"bench/first_versions.cuh\"")
   if(num GREATER_EQUAL 3)
     string(APPEND GPT_BENCH_VARIANTS "\n#include \"bench/attention_variants.cuh\"")
+  endif()
+  if(num GREATER_EQUAL 4)
+    string(APPEND GPT_BENCH_VARIANTS "\n#include \"bench/classifier_variants.cuh\"")
   endif()
   configure_file(${PROJECT_SOURCE_DIR}/tests/bench/bench_stage.cu.in ${CMAKE_CURRENT_BINARY_DIR}/bench_stage${num}.cu
                  @ONLY)

@@ -60,7 +60,8 @@ struct KernelBenchOptions {
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
     bool matmul_variants = false;     // also the hand-written kernel of the stage's matmul arithmetic
     bool row_variants = false;        // also the first versions of stage 00's LayerNorm and classifier
-                                      // (its softmax's is an attention variant)
+                                      // (its softmax's is an attention variant), and the candidates
+                                      // for stage 04's fused classifier
 };
 
 inline std::string kernel_bench_usage(const std::string& program, const std::string& stage) {
@@ -96,7 +97,9 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "                 also time every variant of the stage's ops that only the benchmark builds:\n"
            "                 the two above, and the first versions of stage 00's row kernels, one\n"
            "                 thread per row (LayerNorm, the causal softmax, the classifier; stages\n"
-           "                 00-03, where they still run stage 00's op; tests/bench/first_versions.cuh) [no]\n"
+           "                 00-03, where they still run stage 00's op; tests/bench/first_versions.cuh),\n"
+           "                 and from stage 04 on the candidates for the fused classifier, its row held\n"
+           "                 in registers (tests/bench/classifier_variants.cuh) [no]\n"
            "  --help         this text\n\n"
            "Exit status: 0 every row measured or skipped (a row that needs more device memory than\n"
            "is free is skipped, and says so), 1 an op failed or a CUDA error, 2 a bad option,\n"
@@ -501,8 +504,9 @@ class KernelBench {
             attention(B, ops);
             for (auto op : {&KernelBench::gelu, &KernelBench::residual, &KernelBench::classifier,
                             &KernelBench::matmul_bias_gelu, &KernelBench::matmul_backward_gelu,
-                            &KernelBench::residual_layernorm, &KernelBench::classifier_with_grad})
+                            &KernelBench::residual_layernorm})
                 ops.push_back([this, B, op] { (this->*op)(B); });
+            classifier_with_grad(B, ops);
             if constexpr (S::kVocabMultiple > 1) lm_head_paddings(B, ops);
             in_rounds(ops, "B=" + std::to_string(B));
             if (rows_.size() > rows_before) std::printf("\n");  // a blank line after each batch size
@@ -863,11 +867,27 @@ class KernelBench {
     }
 
     // The fusion slot of the loss and the logits' gradient, in one call.
-    void classifier_with_grad(int B) {
+    // The slot, then each variant: an entry each, so that the rounds interleave them.
+    void classifier_with_grad(int B, std::vector<std::function<void()>>& ops) {
+        ops.push_back([this, B] { classifier_with_grad_op<typename O::ClassifierWithGrad>(B, ""); });
+        if (options_.row_variants)
+            std::apply(
+                [&](auto... variant) {
+                    (ops.push_back(
+                         [this, B, variant] { classifier_with_grad_op<decltype(variant)>(B, variant.label); }),
+                     ...);
+                },
+                typename ClassifierWithGradVariants<typename O::ClassifierWithGrad>::type{});
+    }
+
+    // The stage's ClassifierWithGrad slot, or one of its benchmark-only variants (`which` names it).
+    template <class K>
+    void classifier_with_grad_op(int B, const char* which) {
         const int N = B * options_.seq;
         const float dloss = 1.0f / N;
-        Case c(*this, "ClassifierWithGrad", "", classifier_shape(N), B,
+        Case c(*this, "ClassifierWithGrad", which, classifier_shape(N), B,
                {{"forward+backward", cost::classifier_with_grad(sizes(B))}});
+        if (*which) c.set_source(detail::where<K>());
         c.run([&] {
             const act_t* logits = c.acts(size_t(N) * Vp_, 3.0f);
             const int* targets = c.tokens(N);
@@ -875,11 +895,10 @@ class KernelBench {
             // The graph writes dlogits over the logits; here into their own memory, so that every
             // run sees the same random logits.
             act_t* dlogits = c.acts(size_t(N) * Vp_);
-            void* saved = c.workspace(O::ClassifierWithGrad::saved_bytes(N, Vp_, sizeof(act_t)));
-            void* scratch = c.workspace(O::ClassifierWithGrad::scratch_bytes(N, Vp_, sizeof(act_t)));
+            void* saved = c.workspace(K::saved_bytes(N, Vp_, sizeof(act_t)));
+            void* scratch = c.workspace(K::scratch_bytes(N, Vp_, sizeof(act_t)));
             c.time("forward+backward", [&] {
-                O::ClassifierWithGrad::forward_backward(ctx(), losses, dlogits, logits, targets, dloss, N, V_, Vp_,
-                                                        saved, scratch);
+                K::forward_backward(ctx(), losses, dlogits, logits, targets, dloss, N, V_, Vp_, saved, scratch);
             });
         });
     }

@@ -1,7 +1,8 @@
 // Built, never run: the LayerNorm kernels (stage 00's forward, with its own rows and with stage
 // 04's residual rows, its input gradient, and stage 04's fused backward; every variant their
-// launches choose between, in bf16 and fp32), stage 00's causal softmax and classifier, and stage
-// 04's fused AdamW, compiled with ptxas reporting each one's registers (-v) and a spill or any
+// launches choose between, in bf16 and fp32), stage 00's causal softmax and classifier, stage 04's
+// fused classifier and its benchmark candidates that hold a row in registers
+// (tests/bench/classifier_variants.cuh), and stage 04's fused AdamW, compiled with ptxas reporting each one's registers (-v) and a spill or any
 // other use of local memory made an error, as tests/gpu/flash_attention_registers.cu does for
 // stage 03's attention. Both LayerNorm passes keep a lane's share of its row in registers; the
 // fused backward is written to fit two blocks an SM (128 registers a thread,
@@ -11,6 +12,8 @@
 #include "../../stages/00_fp32_baseline/classifier.cuh"
 #include "../../stages/04_fused_kernels/fused_adamw.cuh"
 #include "../../stages/04_fused_kernels/residual_layernorm.cuh"
+#include "../../stages/05_vocab_padding/padded_columns.cuh"
+#include "../bench/classifier_variants.cuh"
 
 namespace gpt {
 
@@ -30,12 +33,18 @@ void instantiate_row_kernels(cudaStream_t stream) {
     (void)&stage00::causal_softmax_backward_kernel<Act>;
     (void)&stage00::softmax_crossentropy_forward_kernel<Act>;
     (void)&stage00::softmax_crossentropy_backward_kernel<Act>;
+    (void)&stage04::fused_classifier_kernel<Act, true, true, stage05::MaskPaddedColumns>;
     (void)&stage04::fused_adamw_kernel<Act>;
 }
 
 void instantiate_every_row_kernel(cudaStream_t stream) {
     instantiate_row_kernels<bf16>(stream);
     instantiate_row_kernels<float>(stream);
+    // bf16 only: the benchmark's candidates for the fused classifier.
+    (void)&bench::classifier_variants::classifier_in_registers_kernel<1024, 7, stage05::MaskPaddedColumns>;
+    (void)&bench::classifier_variants::classifier_in_registers_kernel<512, 13, stage05::MaskPaddedColumns>;
+    (void)&bench::classifier_variants::classifier_in_registers_kernel<1024, 7, stage04::EveryColumnIsAToken>;
+    (void)&bench::classifier_variants::classifier_in_registers_kernel<512, 13, stage04::EveryColumnIsAToken>;
 }
 
 }  // namespace gpt

@@ -328,24 +328,33 @@ void check_layernorm_backward(const std::string& what) {
 
 TEST_F(Kernels, LayerNormBackward) { check_layernorm_backward<Ops::LayerNorm>("LayerNorm::backward"); }
 
+// Calls check(op) for each benchmark-only variant in the tuple Variants, under a trace that names
+// it. With none, the test skips: it does not apply to the stage (`whose`: "its LayerNorm").
+template <class Variants, class Check>
+void check_each_variant(const char* whose, Check&& check) {
+    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << whose << " has no benchmark variants";
+    std::apply(
+        [&](auto... variant) {
+            const auto one = [&](auto op) {
+                SCOPED_TRACE(testing::Message() << "variant: " << decltype(op)::label);
+                check(op);
+            };
+            (one(variant), ...);
+        },
+        Variants{});
+}
+
 // The benchmark-only variants of the stage's LayerNorm (tests/bench/first_versions.cuh: stage 00's
 // first version, a thread per row, in stages 00-03), forward and backward, on every case above: a
 // comparison of their speed means something only if they compute the same thing. A stage without
 // variants skips: the test does not apply to it.
 TEST_F(Kernels, LayerNormBenchmarkVariants) {
     using Variants = typename gpt::bench::LayerNormVariants<typename TestStage::LayerNorm>::type;
-    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << "its LayerNorm has no benchmark variants";
-    std::apply(
-        [&](auto... variant) {
-            auto check = [&](auto op) {
-                using Op = decltype(op);
-                SCOPED_TRACE(testing::Message() << "variant: " << Op::label);
-                check_layernorm_forward<Op>(std::string(Op::label) + ": forward");
-                check_layernorm_backward<Op>(std::string(Op::label) + ": backward");
-            };
-            (check(variant), ...);
-        },
-        Variants{});
+    check_each_variant<Variants>("its LayerNorm", [](auto op) {
+        using Op = decltype(op);
+        check_layernorm_forward<Op>(std::string(Op::label) + ": forward");
+        check_layernorm_backward<Op>(std::string(Op::label) + ": backward");
+    });
 }
 
 // ---- matmul -------------------------------------------------------------------------------------
@@ -824,23 +833,17 @@ TEST_F(Kernels, AttentionBenchmarkVariants) {
     Rng rng(test_seed());
     StageContext ctx;
     using Variants = typename gpt::bench::AttentionVariants<TestStage::Attention>::type;
-    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << "its attention has no benchmark variants";
-    std::apply(
-        [&](auto... variant) {
-            auto check = [&](auto op) {
-                using A = decltype(op);
-                if constexpr (ForwardWithoutTensorCores<A>::value) return;
-                SCOPED_TRACE(testing::Message() << "variant: " << A::label);
-                for (const AttentionCase& s : attention_cases<A>()) {
-                    if (s.T != 1 && s.T != 65 && s.T < 1000) continue;
-                    check_attention_forward<A>(ctx, rng, s);
-                    check_attention_backward<A>(ctx, rng, s);
-                }
-                if constexpr (BitwiseRepeatable<A>::value) check_backward_bit_for_bit<A>(ctx, rng);
-            };
-            (check(variant), ...);
-        },
-        Variants{});
+    check_each_variant<Variants>("its attention", [&](auto op) {
+        using A = decltype(op);
+        if constexpr (!ForwardWithoutTensorCores<A>::value) {
+            for (const AttentionCase& s : attention_cases<A>()) {
+                if (s.T != 1 && s.T != 65 && s.T < 1000) continue;
+                check_attention_forward<A>(ctx, rng, s);
+                check_attention_backward<A>(ctx, rng, s);
+            }
+            if constexpr (BitwiseRepeatable<A>::value) check_backward_bit_for_bit<A>(ctx, rng);
+        }
+    });
 }
 
 // The forward without tensor cores, stage 03's first workshop exercise and one of the benchmark's
@@ -1093,18 +1096,11 @@ TEST_F(Kernels, ClassifierBackward) { check_classifier_backward<typename TestSta
 // first version, in stages 00-03), checked as the stage's own. A stage without variants skips.
 TEST_F(Kernels, ClassifierBenchmarkVariants) {
     using Variants = typename gpt::bench::ClassifierVariants<typename TestStage::Classifier>::type;
-    if (std::tuple_size_v<Variants> == 0) GTEST_SKIP() << kDoesNotApply << "its classifier has no benchmark variants";
-    std::apply(
-        [&](auto... variant) {
-            auto check = [&](auto op) {
-                using Op = decltype(op);
-                SCOPED_TRACE(testing::Message() << "variant: " << Op::label);
-                check_classifier_forward<Op>(std::string(Op::label) + ": ");
-                check_classifier_backward<Op>(std::string(Op::label) + ": ");
-            };
-            (check(variant), ...);
-        },
-        Variants{});
+    check_each_variant<Variants>("its classifier", [](auto op) {
+        using Op = decltype(op);
+        check_classifier_forward<Op>(std::string(Op::label) + ": ");
+        check_classifier_backward<Op>(std::string(Op::label) + ": ");
+    });
 }
 
 // ---- fusion slots -----------------------------------------------------------------------------------
@@ -1204,10 +1200,11 @@ TEST_F(Slots, ResidualLayerNormBackward) {
 
 // The loss and the logits' gradient in one call, the gradient written over the logits (as the
 // graph calls it), with a loss scale that is not 1/N (gradient accumulation).
-TEST_F(Slots, ClassifierWithGrad) {
+template <class Op>
+void check_classifier_with_grad(const std::string& what) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const ClassifierCase& s : classifier_cases<Ops::ClassifierWithGrad>()) {
+    for (const ClassifierCase& s : classifier_cases<Op>()) {
         SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
         const Vec logits = classifier_logits(rng, s.N, s.V, s.Vp);
         const std::vector<int> targets = token_ids(rng, s.N, s.V);
@@ -1220,16 +1217,27 @@ TEST_F(Slots, ClassifierWithGrad) {
         DeviceArray<Act> d_logits(logits);
         DeviceArray<int> d_targets(targets);
         DeviceArray<float> d_losses(s.N);
-        DeviceScratch saved(Ops::ClassifierWithGrad::saved_bytes(s.N, s.Vp, sizeof(Act)));
-        DeviceScratch scratch(Ops::ClassifierWithGrad::scratch_bytes(s.N, s.Vp, sizeof(Act)));
-        Ops::ClassifierWithGrad::forward_backward(ctx, d_losses.data(), d_logits.data(), d_logits.data(),
-                                                  d_targets.data(), dloss, s.N, s.V, s.Vp, saved.data(),
-                                                  scratch.data());
-        sync_and_check("ClassifierWithGrad::forward_backward");
-        EXPECT_TRUE(all_close("ClassifierWithGrad losses", d_losses.download(), losses, kFp32Tol));
-        EXPECT_TRUE(all_close("ClassifierWithGrad dlogits, written over the logits", d_logits.download(), dlogits,
-                              kActTol));
+        DeviceScratch saved(Op::saved_bytes(s.N, s.Vp, sizeof(Act)));
+        DeviceScratch scratch(Op::scratch_bytes(s.N, s.Vp, sizeof(Act)));
+        Op::forward_backward(ctx, d_losses.data(), d_logits.data(), d_logits.data(), d_targets.data(), dloss, s.N,
+                             s.V, s.Vp, saved.data(), scratch.data());
+        sync_and_check(what + "forward_backward");
+        EXPECT_TRUE(all_close(what + "losses", d_losses.download(), losses, kFp32Tol));
+        EXPECT_TRUE(all_close(what + "dlogits, written over the logits", d_logits.download(), dlogits, kActTol));
     }
+}
+
+TEST_F(Slots, ClassifierWithGrad) { check_classifier_with_grad<Ops::ClassifierWithGrad>("ClassifierWithGrad "); }
+
+// The benchmark-only variants of the slot (tests/bench/classifier_variants.cuh: from stage 04 on,
+// the fused classifier with its row held in registers), checked as the stage's own. A stage
+// without variants skips.
+TEST_F(Slots, ClassifierWithGradBenchmarkVariants) {
+    using Variants = typename gpt::bench::ClassifierWithGradVariants<Ops::ClassifierWithGrad>::type;
+    check_each_variant<Variants>("its fused classifier", [](auto op) {
+        using Op = decltype(op);
+        check_classifier_with_grad<Op>(std::string(Op::label) + ": ");
+    });
 }
 
 // ---- optimizer ------------------------------------------------------------------------------------
