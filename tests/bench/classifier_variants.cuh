@@ -17,13 +17,14 @@
 // Two shapes of block: 1024 threads of 7 packs and 512 threads of 13. Both hold one row an SM at a
 // time (ptxas 13.0: 57-61 and 94-100 registers a thread), so an SM idles through each row's
 // reductions; a row staged in shared memory instead would let two rows share an SM.
+// Needs the stage's headers included first, as the other variant headers do: a workshop build
+// compiles its own copies of them, and including the originals here would define stage 04 twice.
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <tuple>
 
-#include "../../stages/04_fused_kernels/classifier.cuh"
 #include "row_variants.h"
 
 namespace gpt::bench::classifier_variants {

@@ -10,6 +10,7 @@
 // a slower kernel. tests/gpu/checks.cmake builds it for sm_80 and sm_90.
 #include "../../stages/00_fp32_baseline/attention.cuh"
 #include "../../stages/00_fp32_baseline/classifier.cuh"
+#include "../../stages/04_fused_kernels/classifier.cuh"
 #include "../../stages/04_fused_kernels/fused_adamw.cuh"
 #include "../../stages/04_fused_kernels/residual_layernorm.cuh"
 #include "../../stages/05_vocab_padding/padded_columns.cuh"
