@@ -40,8 +40,8 @@ phases (each within 8 minutes on one H100; `all` runs the six in order, about 30
              tests/bench/step_breakdown.py: from those, where one step's time goes per stage;
              tests/bench/roofline.py: every op against the copy and GEMM roofs;
              then tests/bench/attention.py: attention alone beside PyTorch's SDPA backends;
-             then stages 00 and 02's row kernels beside their first versions, a thread per row
-             (bench_stageNN --variants yes: kernels/first_versions_stageNN.json);
+             then stages 00 and 02's row kernels and GELU beside their first versions, a thread
+             per row or element (bench_stageNN --variants yes: kernels/first_versions_stageNN.json);
              then one step of PyTorch's "compile + vocab padded" under torch.profiler and
              tests/bench/step_breakdown_vs_torch.py: stage 05 beside it (profile/)
   ladder     tests/bench/ladder.py: every stage and its PyTorch counterpart, tokens/s and MFU;
@@ -371,15 +371,15 @@ attention_stages() {  # stage 02's materialised attention and stage 03's flash a
     echo "${out:-none}"
 }
 
-# Stage 00's row kernels (LayerNorm, the causal softmax, the classifier) beside their first
-# versions, a thread per row (tests/bench/first_versions.cuh; docs/00_fp32_baseline.md, "The first
+# Stage 00's row kernels (LayerNorm, the causal softmax, the classifier) and GELU beside their
+# first versions, a thread per row or per element (tests/bench/first_versions.cuh; docs/00_fp32_baseline.md, "The first
 # version"), at B = 16, in kernels/first_versions_stageNN.json. Prints (for a DETAIL) what it
 # wrote or why not; the command and its output go to its log.
 first_versions_bench() {  # stage [seconds cap]
     local n=$1 exe="$BUILD/stages/bench_stage$1"
     [[ -x "$exe" ]] || { echo "; bench_stage$n is not built"; return 1; }
     if capped "${2:-120}" run "$LOGS/first_versions_stage$n.log" "$exe" --batch 16 --variants yes \
-        --ops '^(LayerNorm|Attention|Classifier) ' --json "$OUT/kernels/first_versions_stage$n.json" >/dev/null; then
+        --ops '^(LayerNorm|Attention|Classifier|Gelu) ' --json "$OUT/kernels/first_versions_stage$n.json" >/dev/null; then
         echo ", kernels/first_versions_stage$n.json"
     else
         echo "; bench_stage$n --variants yes failed or was stopped (logs/first_versions_stage$n.log)"
@@ -546,7 +546,7 @@ ncu_target stage03_flash_forward_16_rows 03 1 '^Attention 16 rows per warp forwa
 # sums), dk/dv with dq added with atomics, and the rounding of the sums (the apostrophe matched by .).
 ncu_target stage03_flash_backward_atomic_dq 03 3 '^Attention atomic dq \(FlashAttention-2.s\) backward$' flash \
     '--attention-variants yes'
-ncu_target stage04_fc_gelu 04 3 '^MatmulBiasGelu fc forward$' "$MATMUL_KERNELS|gelu|add_bias"
+ncu_target stage04_fc_gelu 04 3 '^MatmulBiasGelu fc forward$' "$MATMUL_KERNELS|gelu|GeluOf|add_bias"
 ncu_target stage04_residual_layernorm_forward 04 1 '^ResidualLayerNorm forward$' layernorm
 ncu_target stage04_residual_layernorm_backward 04 1 '^ResidualLayerNorm backward$' layernorm
 ncu_target stage04_fused_classifier 04 1 '^ClassifierWithGrad forward\+backward$' fused_classifier

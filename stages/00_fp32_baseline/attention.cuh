@@ -11,6 +11,7 @@
 
 #include "cuda/backend.cuh"
 #include "cuda/reduce.cuh"
+#include "elementwise.cuh"  // packs of 16 bytes
 
 namespace gpt::stage00 {
 
@@ -24,18 +25,32 @@ __device__ inline size_t row_offset_of_head_element(size_t i, int row_stride, in
     return (b * T + t) * row_stride + h * HS + d;
 }
 
-// Rows to heads (splitting q, k, v out of qkv), one thread per element.
-template <class Act>
-__global__ void heads_from_rows_kernel(Act* dst, const Act* src, int row_stride, int B, int T, int NH, int HS) {
-    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < size_t(B) * NH * T * HS) dst[i] = src[row_offset_of_head_element(i, row_stride, T, NH, HS)];
+// Rows to heads (splitting q, k, v out of qkv) or heads to rows (merging the heads' outputs, or
+// dq, dk, dv into dqkv), a 16-byte pack a thread (elementwise.cuh says why). HS % kVec == 0: a
+// pack never straddles two heads.
+template <bool kToHeads, int kVec, class Act>
+__global__ void copy_heads_kernel(Act* dst, const Act* src, int row_stride, int B, int T, int NH, int HS) {
+    using P = Pack<Act, kVec>;
+    // The pack's first element, in the heads.
+    const size_t i = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) * kVec;
+    if (i >= size_t(B) * NH * T * HS) return;
+    const size_t row = row_offset_of_head_element(i, row_stride, T, NH, HS);
+    if constexpr (kToHeads) store_pack(dst + i, 0, load_pack<P>(src + row, 0));
+    else store_pack(dst + row, 0, load_pack<P>(src + i, 0));
 }
 
-// Heads to rows (merging the heads' outputs, or dq, dk, dv into dqkv).
-template <class Act>
-__global__ void rows_from_heads_kernel(Act* dst, int row_stride, const Act* src, int B, int T, int NH, int HS) {
-    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < size_t(B) * NH * T * HS) dst[row_offset_of_head_element(i, row_stride, T, NH, HS)] = src[i];
+template <bool kToHeads, class Act>
+void copy_heads(cudaStream_t stream, Act* dst, const Act* src, int row_stride, int B, int T, int NH, int HS) {
+    const size_t n = size_t(B) * NH * T * HS;
+    if (n == 0) return;
+    constexpr int kVec = kPackElements<Act>;
+    if (HS % kVec == 0 && row_stride % kVec == 0 && aligned16(dst) && aligned16(src))
+        copy_heads_kernel<kToHeads, kVec><<<element_blocks(n, kVec), kElementThreads, 0, stream>>>(
+            dst, src, row_stride, B, T, NH, HS);
+    else
+        copy_heads_kernel<kToHeads, 1><<<element_blocks(n, 1), kElementThreads, 0, stream>>>(dst, src, row_stride, B,
+                                                                                             T, NH, HS);
+    LAUNCH_CHECK();
 }
 
 // ---- the causal softmax: a warp per row ---------------------------------------------------------
@@ -136,8 +151,7 @@ struct MaterializedAttentionWith {
         Softmax::forward(ctx.stream, att, rows, T);
         ctx.gemm.gemm(ctx.stream, math, false, false, T, HS, T, 1.0f, att, T, v, HS, 0.0f, y, HS, B * NH,
                       (long long)T * T, (long long)T * HS, (long long)T * HS);
-        rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(out, C, y, B, T, NH, HS);
-        LAUNCH_CHECK();
+        copy_heads<false>(ctx.stream, out, y, C, B, T, NH, HS);
     }
 
     template <class Act>
@@ -150,8 +164,7 @@ struct MaterializedAttentionWith {
         Act *q = static_cast<Act*>(scratch), *k = q + n, *v = k + n, *dy = v + n;  // dy takes y's place
         Act *dq = dy + n, *dk = dq + n, *dv = dk + n, *datt = dv + n;
         split(ctx, q, k, v, qkv, B, T, C, NH);  // cheaper to redo than to keep for every layer
-        heads_from_rows_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(dy, dout, C, B, T, NH, HS);
-        LAUNCH_CHECK();
+        copy_heads<true>(ctx.stream, dy, dout, C, B, T, NH, HS);
         const long long tt = (long long)T * T, th = (long long)T * HS;
         // through y = att · v
         ctx.gemm.gemm(ctx.stream, math, false, true, T, T, HS, 1.0f, dy, HS, v, HS, 0.0f, datt, T, B * NH, th, th, tt);
@@ -165,22 +178,16 @@ struct MaterializedAttentionWith {
         ctx.gemm.gemm(ctx.stream, math, true, false, T, HS, T, scale, datt, T, q, HS, 0.0f, dk, HS, B * NH, tt, th, th);
         for (int part = 0; part < 3; ++part) {
             const Act* src = part == 0 ? dq : part == 1 ? dk : dv;
-            rows_from_heads_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv + part * C, 3 * C, src, B, T, NH,
-                                                                                   HS);
-            LAUNCH_CHECK();
+            copy_heads<false>(ctx.stream, dqkv + part * C, src, 3 * C, B, T, NH, HS);
         }
     }
 
   private:
     template <class Act>
     static void split(CudaBackend::Context& ctx, Act* q, Act* k, Act* v, const Act* qkv, int B, int T, int C, int NH) {
-        const size_t n = size_t(B) * T * C;
         Act* parts[3] = {q, k, v};
-        for (int part = 0; part < 3; ++part) {
-            heads_from_rows_kernel<<<cuda::ceil_div(n, 256), 256, 0, ctx.stream>>>(parts[part], qkv + part * C, 3 * C, B,
-                                                                                   T, NH, C / NH);
-            LAUNCH_CHECK();
-        }
+        for (int part = 0; part < 3; ++part)
+            copy_heads<true>(ctx.stream, parts[part], qkv + part * C, 3 * C, B, T, NH, C / NH);
     }
 };
 

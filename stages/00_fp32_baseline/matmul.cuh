@@ -16,10 +16,30 @@ struct MatmulMath<Precision::FP32> {
 
 namespace gpt::stage00 {
 
-template <class Act>
+// out[n, :] += bias, a 16-byte pack a thread (elementwise.cuh says why). OC % kVec == 0, so a
+// pack never straddles two rows.
+template <int kVec, class Act>
 __global__ void add_bias_kernel(Act* out, const Act* bias, int N, int OC) {
-    const size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x;
-    if (i < size_t(N) * OC) out[i] = from_float<Act>(to_float(out[i]) + to_float(bias[i % OC]));
+    using P = Pack<Act, kVec>;
+    const size_t i = (blockIdx.x * size_t(blockDim.x) + threadIdx.x) * kVec;  // the pack's first element
+    if (i >= size_t(N) * OC) return;
+    P o = load_pack<P>(out + i, 0);
+    const P b = load_pack<P>(bias + i % OC, 0);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) o.v[k] = from_float<Act>(to_float(o.v[k]) + to_float(b.v[k]));
+    store_pack(out + i, 0, o);
+}
+
+template <class Act>
+void add_bias(cudaStream_t stream, Act* out, const Act* bias, int N, int OC) {
+    const size_t n = size_t(N) * OC;
+    if (n == 0) return;
+    constexpr int kVec = kPackElements<Act>;
+    if (OC % kVec == 0 && aligned16(out) && aligned16(bias))
+        add_bias_kernel<kVec><<<element_blocks(n, kVec), kElementThreads, 0, stream>>>(out, bias, N, OC);
+    else
+        add_bias_kernel<1><<<element_blocks(n, 1), kElementThreads, 0, stream>>>(out, bias, N, OC);
+    LAUNCH_CHECK();
 }
 
 struct CublasMatmul {
@@ -31,10 +51,7 @@ struct CublasMatmul {
     static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, const Act* weight, const Act* bias,
                         int N, int C, int OC) {
         product(ctx, out, inp, weight, N, C, OC);
-        if (bias) {
-            add_bias_kernel<<<cuda::ceil_div(size_t(N) * OC, 256), 256, 0, ctx.stream>>>(out, bias, N, OC);
-            LAUNCH_CHECK();
-        }
+        if (bias) add_bias(ctx.stream, out, bias, N, OC);
     }
 
     // dinp = dout · weight;  dweight += doutᵀ · inp (fp32 gradients; = in a step's first backward,

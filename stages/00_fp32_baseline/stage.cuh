@@ -1,6 +1,6 @@
 // Stage 00 — the fp32 baseline: eager PyTorch in fp32, op for op. Every op is its own kernel,
 // written the way eager PyTorch writes its kernel for it (a warp or a block per row for the row ops,
-// LayerNorm, the softmaxes and the classifier; a thread per element for the rest), all arithmetic
+// LayerNorm, the softmaxes and the classifier; a 16-byte pack a thread for the element-wise ops), all arithmetic
 // is fp32, the matmuls run on cuBLAS without tensor cores, and attention materialises the T x T
 // scores. What later stages change is what eager PyTorch leaves on the table: the precision, the
 // T x T matrix, the round trips between ops, the launches, the vocabulary's alignment.

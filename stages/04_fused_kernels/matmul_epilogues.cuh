@@ -73,8 +73,8 @@ struct EpilogueMatmul {
 
     // dweight and dbias. The epilogue sums the bias gradient while the weight gradient reads
     // dout; the other way is a column sum after the product. Either writes this batch's bias
-    // gradient to scratch (the epilogue writes, it cannot add), and a kernel of OC threads adds it
-    // to the step's (stage 00's add, out = a + b). The two ways can be timed only while the weight
+    // gradient to scratch (the epilogue writes, it cannot add), and stage 00's add (out = a + b)
+    // adds it to the step's. The two ways can be timed only while the weight
     // gradient is written, not added to (a step's first backward, common/cuda/backend.cuh).
     template <class Act>
     static void parameter_gradients(CudaBackend::Context& ctx, float* dweight, float* dbias, const Act* dout,

@@ -4,7 +4,7 @@
 # GPT_STAGE_TYPE set for the stage. A benchmark, not a test: it is not registered with CTest.
 # The executable goes next to test_stageNN and the trainers: <build>/stages/bench_stageNN.
 function(gpt_add_stage_bench num)
-  # Variants that only the benchmark builds: stage 00's first versions of its row kernels (where
+  # Variants that only the benchmark builds: stage 00's first versions of its row kernels and GELU (where
   # the stage still runs stage 00's op), from stage 03 on the attention's, from stage 04 on the
   # fused classifier's.
   set(GPT_BENCH_VARIANTS "#include \"bench/first_versions.cuh\"")

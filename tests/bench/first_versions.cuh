@@ -1,6 +1,7 @@
-// The first versions of stage 00's row kernels, kept as lessons and as benchmark variants: the
-// kernels "anyone writes first", one thread per row of LayerNorm and of the causal softmax, and
-// a classifier that reads each row of logits three times and gives the backward a thread a logit.
+// The first versions of stage 00's kernels, kept as lessons and as benchmark variants: the
+// kernels "anyone writes first", one thread per row of LayerNorm and of the causal softmax, a
+// classifier that reads each row of logits three times and gives the backward a thread a logit,
+// and a GELU that gives each thread one element.
 // The trainer never runs them; bench_stageNN times them beside the stage's own (--variants yes)
 // and test_stageNN checks them against the CPU, so docs/00_fp32_baseline.md can show what
 // coalescing is worth, measured in one run ("Predict, then measure").
@@ -238,4 +239,32 @@ struct SoftmaxCrossEntropyThreePasses : stage00::SoftmaxCrossEntropy {
 template <>
 struct gpt::bench::ClassifierVariants<gpt::stage00::SoftmaxCrossEntropy> {
     using type = std::tuple<first_versions::SoftmaxCrossEntropyThreePasses>;
+};
+
+
+// ---- GELU: one element a thread ------------------------------------------------------------------
+
+// stages/00_fp32_baseline/elementwise.cuh's kernel with one element a thread instead of a 16-byte
+// pack: every load coalesced, but 4 bytes (2 in bf16) in flight per thread where the pack has 16.
+namespace gpt::bench::first_versions {
+
+struct GeluElementPerThread {
+    static constexpr const char* label = "first version: an element a thread";
+    static constexpr const char* source = __FILE__;
+
+    template <class Act>
+    static void forward(CudaBackend::Context& ctx, Act* out, const Act* inp, size_t n) {
+        stage00::elementwise<Act>(ctx.stream, out, inp, nullptr, n, stage00::GeluOf{}, /*packs=*/false);
+    }
+    template <class Act>
+    static void backward(CudaBackend::Context& ctx, Act* dinp, const Act* inp, const Act* dout, size_t n) {
+        stage00::elementwise(ctx.stream, dinp, inp, dout, n, stage00::GeluGradient{}, /*packs=*/false);
+    }
+};
+
+}  // namespace gpt::bench::first_versions
+
+template <>
+struct gpt::bench::GeluVariants<gpt::stage00::Gelu> {
+    using type = std::tuple<first_versions::GeluElementPerThread>;
 };

@@ -59,8 +59,8 @@ struct KernelBenchOptions {
     std::string json;  // empty: no JSON file
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
     bool matmul_variants = false;     // also the hand-written kernel of the stage's matmul arithmetic
-    bool row_variants = false;        // also the first versions of stage 00's LayerNorm and classifier
-                                      // (its softmax's is an attention variant), and the candidates
+    bool row_variants = false;        // also the first versions of stage 00's LayerNorm, classifier
+                                      // and GELU (its softmax's is an attention variant), and the candidates
                                       // for stage 04's fused classifier
 };
 
@@ -95,9 +95,10 @@ inline std::string kernel_bench_usage(const std::string& program, const std::str
            "                 stages/01_tf32/tf32_wmma_matmul.cuh; other stages have none) [no]\n"
            "  --variants yes|no\n"
            "                 also time every variant of the stage's ops that only the benchmark builds:\n"
-           "                 the two above, and the first versions of stage 00's row kernels, one\n"
-           "                 thread per row (LayerNorm, the causal softmax, the classifier; stages\n"
-           "                 00-03, where they still run stage 00's op; tests/bench/first_versions.cuh),\n"
+           "                 the two above, and the first versions of stage 00's kernels, one thread\n"
+           "                 per row (LayerNorm, the causal softmax, the classifier; stages 00-03,\n"
+           "                 where they still run stage 00's op) or per element (GELU, every stage;\n"
+           "                 tests/bench/first_versions.cuh),\n"
            "                 and from stage 04 on the candidates for the fused classifier, its row held\n"
            "                 in registers (tests/bench/classifier_variants.cuh) [no]\n"
            "  --help         this text\n\n"
@@ -729,19 +730,29 @@ class KernelBench {
         });
     }
 
-    // GELU of the MLP's hidden layer: N x 4C elements.
     void gelu(int B) {
+        gelu_op<typename O::Gelu>(B, "");
+        if (options_.row_variants)
+            std::apply([&](auto... variant) { (gelu_op<decltype(variant)>(B, variant.label), ...); },
+                       typename GeluVariants<typename O::Gelu>::type{});
+    }
+
+    // GELU of the MLP's hidden layer, N x 4C elements: the stage's, or one of its benchmark-only
+    // variants (`which` names it).
+    template <class G>
+    void gelu_op(int B, const char* which) {
         const size_t n = size_t(B) * options_.seq * 4 * C_;
         const OpSizes s = sizes(B);
-        Case c(*this, "Gelu", "", "n=" + std::to_string(n), B,
+        Case c(*this, "Gelu", which, "n=" + std::to_string(n), B,
                {{"forward", cost::gelu_forward(s, double(n))}, {"backward", cost::gelu_backward(s, double(n))}});
+        if (*which) c.set_source(detail::where<G>());
         c.run([&] {
             const act_t* inp = c.acts(n, 3.0f);  // both tails, where tanh saturates
             act_t* out = c.acts(n);
-            c.time("forward", [&] { O::Gelu::forward(ctx(), out, inp, n); });
+            c.time("forward", [&] { G::forward(ctx(), out, inp, n); });
             const act_t* dout = c.acts(n);
             act_t* dinp = c.acts(n);
-            c.time("backward", [&] { O::Gelu::backward(ctx(), dinp, inp, dout, n); });
+            c.time("backward", [&] { G::backward(ctx(), dinp, inp, dout, n); });
         });
     }
 

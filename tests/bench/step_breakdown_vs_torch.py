@@ -159,7 +159,7 @@ RULES = [
          r"_?scaled_dot_product\w*|_flash_attention\w*|_efficient_attention\w*|_cudnn_attention\w*)$",
          "the manual attention's softmax (softmax_warp_forward/backward, cunn_SoftMax*), its causal mask "
          "(masked_fill, the mask's ~), the qkv split's backward (cat: dq, dk, dv into one gradient, as stage "
-         "00's rows_from_heads), an SDPA op's own kernels"),
+         "00's copy_heads), an SDPA op's own kernels"),
     Rule("layernorm", "op", r"^aten::(?:native_layer_norm|native_layer_norm_backward|layer_norm)$",
          "vectorized_layer_norm_kernel, layer_norm_grad_input_kernel, GammaBetaBackwardCUDAKernel"),
     Rule("embedding", "op", r"^aten::(?:embedding\w*|index_select|arange)$",
@@ -171,7 +171,7 @@ RULES = [
          "a matrix product no library rule knows by name (the attention's and the LM head's told apart as "
          "rule 11's are, below)"),
     Rule("attention", "op", r"^aten::\w+", "the attention's layout copies (q, k, v into heads and back, "
-         "as stage 00's heads_from_rows and rows_from_heads), its scaling, masking and casts, the mask's "
+         "as stage 00's copy_heads), its scaling, masking and casts, the mask's "
          "clone in masked_fill, and their backward", shape="heads"),
     Rule("classifier", "op", r"^aten::\w+", "the logits' casts to fp32 and of their gradient back (bf16), "
          "their slice to V (vocab padded), the zeroed gradient nll_loss_backward fills", shape="logits"),

@@ -1,6 +1,7 @@
 // Built, never run: the LayerNorm kernels (stage 00's forward, with its own rows and with stage
 // 04's residual rows, its input gradient, and stage 04's fused backward; every variant their
-// launches choose between, in bf16 and fp32), stage 00's causal softmax and classifier, stage 04's
+// launches choose between, in bf16 and fp32), stage 00's causal softmax and classifier, its
+// element-wise kernels in 16-byte packs (GELU, residual, embedding, bias, heads), stage 04's
 // fused classifier and its benchmark candidates that hold a row in registers
 // (tests/bench/classifier_variants.cuh), and stage 04's fused AdamW, compiled with ptxas reporting each one's registers (-v) and a spill or any
 // other use of local memory made an error, as tests/gpu/flash_attention_registers.cu does for
@@ -10,6 +11,7 @@
 // a slower kernel. tests/gpu/checks.cmake builds it for sm_80 and sm_90.
 #include "../../stages/00_fp32_baseline/attention.cuh"
 #include "../../stages/00_fp32_baseline/classifier.cuh"
+#include "../../stages/00_fp32_baseline/matmul.cuh"
 #include "../../stages/04_fused_kernels/classifier.cuh"
 #include "../../stages/04_fused_kernels/fused_adamw.cuh"
 #include "../../stages/04_fused_kernels/residual_layernorm.cuh"
@@ -34,6 +36,13 @@ void instantiate_row_kernels(cudaStream_t stream) {
     (void)&stage00::causal_softmax_backward_kernel<Act>;
     (void)&stage00::softmax_crossentropy_forward_kernel<Act>;
     (void)&stage00::softmax_crossentropy_backward_kernel<Act>;
+    (void)&stage00::elementwise_kernel<kVec, Act, stage00::GeluOf>;
+    (void)&stage00::elementwise_kernel<kVec, Act, stage00::GeluGradient>;
+    (void)&stage00::elementwise_kernel<kVec, Act, stage00::Add>;
+    (void)&stage00::embedding_forward_kernel<kVec, Act>;
+    (void)&stage00::add_bias_kernel<kVec, Act>;
+    (void)&stage00::copy_heads_kernel<true, kVec, Act>;
+    (void)&stage00::copy_heads_kernel<false, kVec, Act>;
     (void)&stage04::fused_classifier_kernel<Act, true, true, stage05::MaskPaddedColumns>;
     (void)&stage04::fused_adamw_kernel<Act>;
 }

@@ -183,8 +183,9 @@ class Slots : public gpt::test::StageGpuTest<TestStage> {};
 struct EmbeddingCase {
     int B, T, C, V;
 };
+// C = 99 rows are no whole number of 16-byte packs: the forward takes them an element at a time.
 const EmbeddingCase kEmbeddingCases[] = {
-    {1, 1, 36, 1000}, {2, 7, 96, 1000}, {3, 63, 100, 1000}, {1, 65, 36, 50257}, {4, 250, 96, 1000},
+    {1, 1, 36, 1000}, {2, 7, 96, 1000}, {3, 63, 100, 1000}, {2, 9, 99, 1000}, {1, 65, 36, 50257}, {4, 250, 96, 1000},
 };
 
 TEST_F(Kernels, EmbeddingForward) {
@@ -362,10 +363,11 @@ TEST_F(Kernels, LayerNormBenchmarkVariants) {
 struct MatmulCase {
     int N, C, OC;
 };
-// The shapes of the model's projections at small widths, plus the tied output projection's
-// long, odd OC (the unpadded vocabulary).
+// The shapes of the model's projections at small widths, an odd OC (rows of the bias add that
+// are no whole number of 16-byte packs), and the tied output projection's long, odd OC (the
+// unpadded vocabulary).
 const MatmulCase kMatmulCases[] = {
-    {1, 36, 108}, {63, 96, 288}, {65, 100, 400}, {1000, 96, 384}, {7, 64, 50257},
+    {1, 36, 108}, {63, 96, 288}, {65, 100, 400}, {5, 36, 99}, {1000, 96, 384}, {7, 64, 50257},
 };
 
 // A linear layer's inputs: rows whose mean is not zero, weights and biases of other sizes.
@@ -951,56 +953,121 @@ TEST_F(Kernels, AttentionMemoryAgainstT) {
 // Counts that are not multiples of a block, down to a single element.
 const size_t kElementCounts[] = {1, 63, 65, 1000, 100003};
 
-TEST_F(Kernels, GeluForward) {
-    Rng rng(test_seed());
-    StageContext ctx;
-    for (const size_t n : kElementCounts) {
-        SCOPED_TRACE(testing::Message() << "n=" << n);
-        // Wide enough to reach both tails, where tanh saturates.
-        const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
-        Vec expected(n);
-        gpt::cpu::gelu_forward(expected.data(), inp.data(), n);
+// The element-wise kernels read and write 16-byte packs where every array starts on a 16-byte
+// boundary, one element at a time where one does not. Each case runs both: its arrays start at
+// element `shift` of their buffers, 0 (aligned, as cudaMalloc's) or 1 (not, in fp32 or bf16).
+const size_t kShifts[] = {0, 1};
 
-        DeviceArray<Act> d_inp(inp), d_out(n);
-        TestStage::Gelu::forward(ctx, d_out.data(), d_inp.data(), n);
-        sync_and_check("Gelu::forward");
-        EXPECT_TRUE(all_close("Gelu::forward out", d_out.download(), expected, kActTol));
-    }
+// `v` behind `shift` elements of padding (what the kernel must neither read as its own nor write).
+Vec shifted(const Vec& v, size_t shift) {
+    Vec out(shift, 0.25f);
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
 }
 
-TEST_F(Kernels, GeluBackward) {
+// An element-wise op's output array at `shift`, poisoned, with a pack's worth of poison after it,
+// and what the op wrote there: the elements before and after the array must still hold the poison.
+struct ShiftedOutput {
+    static constexpr size_t kAfter = 8;
+    ShiftedOutput(size_t n, size_t shift) : n(n), shift(shift), d(shift + n + kAfter) {}
+    Act* data() { return d.data() + shift; }
+    Vec download(const char* what) const {
+        const Vec all = d.download();
+        for (size_t i = 0; i < all.size(); ++i)
+            if (i < shift || i >= shift + n)
+                EXPECT_TRUE(gpt::test::is_poison(all[i]))
+                    << what << " wrote element " << int64_t(i) - int64_t(shift) << " of an array of " << n;
+        return Vec(all.begin() + shift, all.begin() + shift + n);
+    }
+    size_t n, shift;
+    DeviceArray<Act> d;  // poisoned
+};
+
+template <class Gelu>
+void check_gelu_forward(const std::string& what) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const size_t n : kElementCounts) {
-        SCOPED_TRACE(testing::Message() << "n=" << n);
-        const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
-        const Vec dout = rounded<Act>(random_normal(rng, n));
-        Vec expected(n);
-        gpt::cpu::gelu_backward(expected.data(), inp.data(), dout.data(), n);
+    for (const size_t n : kElementCounts)
+        for (const size_t shift : kShifts) {
+            SCOPED_TRACE(testing::Message() << "n=" << n << " shift=" << shift);
+            // Wide enough to reach both tails, where tanh saturates.
+            const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
+            Vec expected(n);
+            gpt::cpu::gelu_forward(expected.data(), inp.data(), n);
 
-        DeviceArray<Act> d_inp(inp), d_dout(dout), d_dinp(n);
-        TestStage::Gelu::backward(ctx, d_dinp.data(), d_inp.data(), d_dout.data(), n);
-        sync_and_check("Gelu::backward");
-        EXPECT_TRUE(all_close("Gelu::backward dinp", d_dinp.download(), expected, kActTol));
-    }
+            DeviceArray<Act> d_inp(shifted(inp, shift));
+            ShiftedOutput out(n, shift);
+            Gelu::forward(ctx, out.data(), d_inp.data() + shift, n);
+            sync_and_check(what);
+            EXPECT_TRUE(all_close(what + " out", out.download(what.c_str()), expected, kActTol));
+        }
+}
+
+template <class Gelu>
+void check_gelu_backward(const std::string& what) {
+    Rng rng(test_seed());
+    StageContext ctx;
+    for (const size_t n : kElementCounts)
+        for (const size_t shift : kShifts) {
+            SCOPED_TRACE(testing::Message() << "n=" << n << " shift=" << shift);
+            const Vec inp = rounded<Act>(random_normal(rng, n, 2.0f, -0.3f));
+            const Vec dout = rounded<Act>(random_normal(rng, n));
+            Vec expected(n);
+            gpt::cpu::gelu_backward(expected.data(), inp.data(), dout.data(), n);
+
+            DeviceArray<Act> d_inp(shifted(inp, shift)), d_dout(shifted(dout, shift));
+            ShiftedOutput dinp(n, shift);
+            Gelu::backward(ctx, dinp.data(), d_inp.data() + shift, d_dout.data() + shift, n);
+            sync_and_check(what);
+            EXPECT_TRUE(all_close(what + " dinp", dinp.download(what.c_str()), expected, kActTol));
+            // In place, as stage 04's matmul backward calls it when cuBLASLt has no GELU epilogue:
+            // dinp over dout.
+            Gelu::backward(ctx, d_dout.data() + shift, d_inp.data() + shift, d_dout.data() + shift, n);
+            sync_and_check(what + " (in place)");
+            const Vec in_place = d_dout.download();
+            EXPECT_TRUE(all_close(what + " dinp (in place)", Vec(in_place.begin() + shift, in_place.end()), expected,
+                                  kActTol));
+        }
+}
+
+TEST_F(Kernels, GeluForward) { check_gelu_forward<Ops::Gelu>("Gelu::forward"); }
+TEST_F(Kernels, GeluBackward) { check_gelu_backward<Ops::Gelu>("Gelu::backward"); }
+
+// The benchmark-only variants of the stage's GELU (tests/bench/first_versions.cuh: the first
+// version, one element a thread, in every stage), on every case above.
+TEST_F(Kernels, GeluBenchmarkVariants) {
+    using Variants = typename gpt::bench::GeluVariants<typename TestStage::Gelu>::type;
+    check_each_variant<Variants>("its GELU", [](auto op) {
+        using Op = decltype(op);
+        check_gelu_forward<Op>(std::string(Op::label) + ": forward");
+        check_gelu_backward<Op>(std::string(Op::label) + ": backward");
+    });
 }
 
 // The residual add has no backward op: the graph passes the gradient to both inputs itself.
 TEST_F(Kernels, ResidualForward) {
     Rng rng(test_seed());
     StageContext ctx;
-    for (const size_t n : kElementCounts) {
-        SCOPED_TRACE(testing::Message() << "n=" << n);
-        const Vec a = rounded<Act>(random_normal(rng, n, 1.0f, 0.5f));
-        const Vec b = rounded<Act>(random_normal(rng, n, 0.3f));
-        Vec expected(n);
-        gpt::cpu::residual_forward(expected.data(), a.data(), b.data(), n);
+    for (const size_t n : kElementCounts)
+        for (const size_t shift : kShifts) {
+            SCOPED_TRACE(testing::Message() << "n=" << n << " shift=" << shift);
+            const Vec a = rounded<Act>(random_normal(rng, n, 1.0f, 0.5f));
+            const Vec b = rounded<Act>(random_normal(rng, n, 0.3f));
+            Vec expected(n);
+            gpt::cpu::residual_forward(expected.data(), a.data(), b.data(), n);
 
-        DeviceArray<Act> d_a(a), d_b(b), d_out(n);
-        TestStage::Residual::forward(ctx, d_out.data(), d_a.data(), d_b.data(), n);
-        sync_and_check("Residual::forward");
-        EXPECT_TRUE(all_close("Residual::forward out", d_out.download(), expected, kActTol));
-    }
+            DeviceArray<Act> d_a(shifted(a, shift)), d_b(shifted(b, shift));
+            ShiftedOutput out(n, shift);
+            TestStage::Residual::forward(ctx, out.data(), d_a.data() + shift, d_b.data() + shift, n);
+            sync_and_check("Residual::forward");
+            EXPECT_TRUE(all_close("Residual::forward out", out.download("Residual::forward"), expected, kActTol));
+            // In place, as stage 04 adds a bias gradient into the step's: out over a.
+            TestStage::Residual::forward(ctx, d_a.data() + shift, d_a.data() + shift, d_b.data() + shift, n);
+            sync_and_check("Residual::forward (in place)");
+            const Vec in_place = d_a.download();
+            EXPECT_TRUE(all_close("Residual::forward out (in place)", Vec(in_place.begin() + shift, in_place.end()),
+                                  expected, kActTol));
+        }
 }
 
 // ---- classifier: softmax and cross-entropy --------------------------------------------------------
