@@ -241,7 +241,6 @@ struct gpt::bench::ClassifierVariants<gpt::stage00::SoftmaxCrossEntropy> {
     using type = std::tuple<first_versions::SoftmaxCrossEntropyThreePasses>;
 };
 
-
 // ---- GELU: one element a thread ------------------------------------------------------------------
 
 // stages/00_fp32_baseline/elementwise.cuh's kernel with one element a thread instead of a 16-byte

@@ -60,8 +60,8 @@ struct KernelBenchOptions {
     bool attention_variants = false;  // also the benchmark-only variants of the stage's attention
     bool matmul_variants = false;     // also the hand-written kernel of the stage's matmul arithmetic
     bool row_variants = false;        // also the first versions of stage 00's LayerNorm, classifier
-                                      // and GELU (its softmax's is an attention variant), and the candidates
-                                      // for stage 04's fused classifier
+                                      // and GELU (its softmax's is an attention variant), and the
+                                      // candidates for stage 04's fused classifier
 };
 
 inline std::string kernel_bench_usage(const std::string& program, const std::string& stage) {
@@ -537,11 +537,18 @@ class KernelBench {
         });
     }
 
-    void layernorm(int B) {
-        layernorm_op<typename O::LayerNorm>(B, "");
+    // Calls run(op, which) with the stage's Op (which: "") and, with --variants yes, with each of
+    // its benchmark-only variants in Variants<Op> (row_variants.h; which: the variant's label).
+    template <template <class> class Variants, class Op, class Run>
+    void with_row_variants(Run&& run) {
+        run(Op{}, "");
         if (options_.row_variants)
-            std::apply([&](auto... variant) { (layernorm_op<decltype(variant)>(B, variant.label), ...); },
-                       typename LayerNormVariants<typename O::LayerNorm>::type{});
+            std::apply([&](auto... variant) { (run(variant, variant.label), ...); }, typename Variants<Op>::type{});
+    }
+
+    void layernorm(int B) {
+        with_row_variants<LayerNormVariants, typename O::LayerNorm>(
+            [&](auto op, const char* which) { layernorm_op<decltype(op)>(B, which); });
     }
 
     // The stage's LayerNorm, or one of its benchmark-only variants (`which` names it).
@@ -731,10 +738,8 @@ class KernelBench {
     }
 
     void gelu(int B) {
-        gelu_op<typename O::Gelu>(B, "");
-        if (options_.row_variants)
-            std::apply([&](auto... variant) { (gelu_op<decltype(variant)>(B, variant.label), ...); },
-                       typename GeluVariants<typename O::Gelu>::type{});
+        with_row_variants<GeluVariants, typename O::Gelu>(
+            [&](auto op, const char* which) { gelu_op<decltype(op)>(B, which); });
     }
 
     // GELU of the MLP's hidden layer, N x 4C elements: the stage's, or one of its benchmark-only
@@ -776,10 +781,8 @@ class KernelBench {
     }
 
     void classifier(int B) {
-        classifier_op<typename O::Classifier>(B, "");
-        if (options_.row_variants)
-            std::apply([&](auto... variant) { (classifier_op<decltype(variant)>(B, variant.label), ...); },
-                       typename ClassifierVariants<typename O::Classifier>::type{});
+        with_row_variants<ClassifierVariants, typename O::Classifier>(
+            [&](auto op, const char* which) { classifier_op<decltype(op)>(B, which); });
     }
 
     // The stage's classifier, or one of its benchmark-only variants (`which` names it).
